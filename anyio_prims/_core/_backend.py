@@ -1,0 +1,139 @@
+# The only module that knows which event loop is running.
+#
+# Detection is a single C call on the slow paths that need it:
+# ``asyncio._get_running_loop()`` answers for asyncio (and uvloop, whose loop
+# is an asyncio loop); otherwise, if Trio has been imported, Trio is assumed;
+# anything else falls back to the generic waiter, which speaks only AnyIO's
+# public API.  ``ANYIO_PRIMS_WAITER=generic`` forces the generic waiter and the
+# generic checkpoints everywhere; it is read once, at import.
+#
+# Everything here is a slow path or a 1-in-64 path.  Fast paths in the
+# primitives never call into this module.
+from __future__ import annotations
+
+import os
+import sys
+import types
+from asyncio import _get_running_loop
+from asyncio import current_task as _asyncio_current_task
+from collections.abc import Generator
+from typing import Any, Final
+
+import anyio
+import anyio.lowlevel
+
+_WAITER_ENV: Final = os.environ.get("ANYIO_PRIMS_WAITER", "").strip().lower()
+if _WAITER_ENV not in ("", "native", "generic"):
+    raise ValueError(
+        f"ANYIO_PRIMS_WAITER must be 'native' or 'generic', not {_WAITER_ENV!r}"
+    )
+
+#: ``True`` when ``ANYIO_PRIMS_WAITER=generic`` forces AnyIO's public API.
+FORCE_GENERIC: Final = _WAITER_ENV == "generic"
+
+ASYNCIO: Final = "asyncio"
+TRIO: Final = "trio"
+GENERIC: Final = "generic"
+
+
+def running_backend() -> str:
+    """Name the waiter implementation for the running event loop."""
+    if FORCE_GENERIC:
+        return GENERIC
+    if _get_running_loop() is not None:
+        return ASYNCIO
+    if "trio" in sys.modules:
+        return TRIO
+    return GENERIC
+
+
+@types.coroutine
+def _asyncio_yield() -> Generator[None, None, None]:
+    # What ``asyncio.sleep(0)`` does, without its call overhead: a bare
+    # yield makes the task a schedule point, and a pending ``task.cancel()``
+    # (plain asyncio or an AnyIO cancel scope) is thrown in on resumption.
+    yield
+
+
+async def checkpoint() -> None:
+    """A cancellation point and a schedule point, on the running backend."""
+    if not FORCE_GENERIC:
+        if _get_running_loop() is not None:
+            await _asyncio_yield()
+            return
+        if "trio" in sys.modules:
+            import trio.lowlevel
+
+            await trio.lowlevel.checkpoint()
+            return
+    await anyio.lowlevel.checkpoint()
+
+
+def current_task() -> object:
+    """The running task object (asyncio ``Task`` or Trio ``Task``)."""
+    if _get_running_loop() is not None:
+        task = _asyncio_current_task()
+        if task is not None:
+            return task
+    elif "trio" in sys.modules:
+        import trio.lowlevel
+
+        return trio.lowlevel.current_task()
+    raise RuntimeError("no task is running: call this from inside an event loop")
+
+
+def task_info(task: object) -> anyio.TaskInfo:
+    """An ``anyio.TaskInfo`` for a task returned by :func:`current_task`.
+
+    Equal to ``anyio.get_current_task()`` taken in that task (AnyIO compares
+    task infos by ``id(task)`` on both backends).
+    """
+    name = getattr(task, "name", None)
+    if name is None:
+        get_name = getattr(task, "get_name", None)
+        name = get_name() if get_name is not None else None
+    coro = getattr(task, "coro", None) or task.get_coro()  # type: ignore[attr-defined]
+    return anyio.TaskInfo(id(task), None, name, coro)
+
+
+def is_cancellation(exc: BaseException) -> bool:
+    """Whether ``exc`` is the running backend's cancellation exception."""
+    try:
+        return isinstance(exc, anyio.get_cancelled_exc_class())
+    except Exception:  # pragma: no cover - no backend running
+        return False
+
+
+def rearm_cancellation(exc: BaseException) -> None:
+    """Make a cancellation that was caught take effect at the next checkpoint.
+
+    Used when a cancellation arrives after an operation has already taken
+    effect (a send whose item a receiver has taken): the operation returns
+    normally, and the task is cancelled again at its next schedule point.
+
+    * asyncio: the request is handed back with ``uncancel()`` and made again
+      with ``cancel()``, so ``Task.cancelling()`` (what ``asyncio.timeout()``
+      and AnyIO's cancel scopes count) is the same as before it was caught.
+    * Trio: cancellation is level-triggered; the scope is still cancelled and
+      raises again at the next checkpoint, so nothing needs to be done.
+    """
+    if _get_running_loop() is None:
+        return
+    task: Any = _asyncio_current_task()
+    if task is None:  # pragma: no cover - not inside a task
+        return
+    message = exc.args[0] if exc.args else None
+    uncancel = getattr(task, "uncancel", None)
+    if uncancel is not None:
+        uncancel()
+    task.cancel(message)
+
+
+async def checkpoint_if_cancelled() -> None:
+    """A cancellation point that is a schedule point only when cancelled."""
+    if not FORCE_GENERIC and _get_running_loop() is None and "trio" in sys.modules:
+        import trio.lowlevel
+
+        await trio.lowlevel.checkpoint_if_cancelled()
+        return
+    await anyio.lowlevel.checkpoint_if_cancelled()

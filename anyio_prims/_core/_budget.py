@@ -1,0 +1,48 @@
+# The cooperative budget: how non-blocking calls still reach schedule points.
+#
+# AnyIO makes every async call a checkpoint; asyncio's Queue and Lock never
+# yield unless they block.  The per-call schedule point is most of the cost of
+# AnyIO's primitives, so by default a call that completes without blocking
+# does not yield, but spends one unit of a budget; when the budget is spent,
+# the call first goes through a full checkpoint (cancellation point and
+# schedule point) and the budget is refilled.
+#
+# Invariant: between two schedule points taken by this module, at most
+# BUDGET_SIZE budgeted calls complete.  The counter is one per interpreter and
+# counts calls since the last budget checkpoint, whichever task made them.  On
+# one event loop only the running task can make calls, so a task that makes
+# nothing but non-blocking calls yields at least once every BUDGET_SIZE of
+# them (sooner if other tasks spent part of the budget).  Event loops running
+# in several threads share the counter; each still yields every BUDGET_SIZE
+# calls or sooner except while another thread refills it at the same moment.
+#
+# The counter is a slot on a module-level object rather than a thread-local
+# or context variable because it sits on every fast path: a slot decrement
+# costs about 20 ns, a thread-local about 100 ns (measured on CPython 3.11).
+from __future__ import annotations
+
+from typing import Final
+
+#: Budgeted calls between two forced checkpoints.
+BUDGET_SIZE: Final = 64
+
+
+class Budget:
+    """The shared counter of budgeted calls left before a checkpoint."""
+
+    __slots__ = ("left",)
+
+    def __init__(self) -> None:
+        self.left = BUDGET_SIZE
+
+    def spend(self) -> bool:
+        """Spend one unit; ``True`` when the caller must checkpoint now."""
+        self.left -= 1
+        if self.left > 0:
+            return False
+        self.left = BUDGET_SIZE
+        return True
+
+
+#: The one budget of this interpreter.  Hot paths inline ``spend()``.
+BUDGET: Final = Budget()

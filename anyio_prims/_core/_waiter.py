@@ -1,0 +1,370 @@
+# The waiter core: one-shot waiters and the FIFO queue they park in.
+#
+# Modelled on Trio's ParkingLot, which sits under every Trio sync object.  A
+# *waiter* is a one-shot slot a task parks on.  The releasing side takes it
+# out of its queue and *grants* it a value (an item, a number of permits) or
+# *fails* it with an exception, and the task wakes with that outcome: direct
+# handoff, the woken task never competes again for what it was granted.
+#
+# Waiter states (``Waiter.state``), each change made once:
+#
+#     PENDING --grant()--> GRANTED
+#     PENDING --fail()---> FAILED
+#     PENDING --cancel---> ABANDONED
+#
+# Three implementations share this class and differ only in how a task
+# sleeps and is woken:
+#
+# * asyncio (also uvloop): a loop future; ``grant`` sets its result.
+# * Trio: ``wait_task_rescheduled`` / ``reschedule``; no future at all.
+# * generic: an ``anyio.Event``; AnyIO's public API only.  Slow, but it is
+#   the proof that the primitives above are written once.
+#
+# WaitQueue is a deque with lazy removal.  Invariants:
+#
+# * every waiter in ``parked`` is PENDING or ABANDONED (granted and failed
+#   waiters are removed before they are woken); a PENDING one may be
+#   ``_gone()`` (asyncio future cancelled, task not yet run): it is not live,
+#   and it counts itself in ``_dead`` when its task runs;
+# * ``_dead`` counts the ABANDONED waiters still in ``parked``, so
+#   ``len(queue) == len(parked) - _dead`` is the number of live waiters and
+#   ``bool(queue)`` is O(1);
+# * a cancelled waiter is marked, not searched for (O(1)); ``pop`` drops
+#   marked waiters it meets at the head, and the deque is compacted when more
+#   than half of it is dead, so push, pop and removal are O(1) amortised.
+#
+# The race every primitive must survive: a waiter is granted, then its task
+# is cancelled before it runs (possible on asyncio, where ``task.cancel()``
+# lands on a task whose future is already resolved; Trio cannot deliver a
+# cancellation to a task that has been rescheduled).  ``WaitQueue.park``
+# resolves it in one place: the grant is handed to ``give_back`` (which
+# passes it on to the next waiter or returns it where it came from) and the
+# cancellation propagates; or, where the operation cannot be undone (an item
+# already taken from a sender), the call returns normally and the
+# cancellation is re-armed for the task's next checkpoint.
+#
+# A task that was abandoned in the queue may also be granted in the window
+# between its asyncio future being cancelled and the task running; ``pop``
+# recognises such waiters (``_gone()``) and skips them, so a grant always
+# reaches a task that will act on it.
+from __future__ import annotations
+
+import sys
+from asyncio import AbstractEventLoop, _get_running_loop
+from collections import deque
+from collections.abc import Awaitable, Callable
+from typing import Any, Final, Generic, TypeVar
+
+import anyio
+
+from ._backend import FORCE_GENERIC, is_cancellation, rearm_cancellation
+
+P = TypeVar("P")  # what a parked task offers: an item, a number of permits
+
+PENDING: Final = 0
+GRANTED: Final = 1
+FAILED: Final = 2
+ABANDONED: Final = 3
+
+
+class WaiterStats:
+    """How many waiters have been created (tests check fast paths make none)."""
+
+    __slots__ = ("created",)
+
+    def __init__(self) -> None:
+        self.created = 0
+
+
+WAITER_STATS: Final = WaiterStats()
+
+
+class Waiter(Generic[P]):
+    """A one-shot slot one task parks on.
+
+    ``payload`` is what the parked task offers or asks for (an item to send,
+    a number of permits); ``value`` is what it was granted, or the exception
+    it was failed with.
+    """
+
+    __slots__ = ("owner", "payload", "state", "value")
+
+    def __init__(self, payload: P, owner: Parking) -> None:
+        self.payload = payload
+        self.owner = owner
+        self.state = PENDING
+        self.value: Any = None
+
+    def grant(self, value: object = None) -> None:
+        """Wake the parked task with ``value``.  The waiter must be popped."""
+        self.value = value
+        self.state = GRANTED
+        self._wake()
+
+    def fail(self, exc: BaseException) -> None:
+        """Wake the parked task with ``exc`` raised.  The waiter must be popped."""
+        self.value = exc
+        self.state = FAILED
+        self._wake()
+
+    def _wake(self) -> None:
+        raise NotImplementedError
+
+    def _sleep(self) -> Awaitable[Any]:
+        raise NotImplementedError
+
+    def _gone(self) -> bool:
+        """Whether the task was cancelled and must not be granted."""
+        return False
+
+
+class AsyncioWaiter(Waiter[P]):
+    __slots__ = ("_fut",)
+
+    def __init__(self, payload: P, owner: Parking, loop: AbstractEventLoop) -> None:
+        super().__init__(payload, owner)
+        self._fut = loop.create_future()
+
+    def _wake(self) -> None:
+        self._fut.set_result(None)
+
+    def _sleep(self) -> Awaitable[Any]:
+        return self._fut
+
+    def _gone(self) -> bool:
+        # ``task.cancel()`` cancels the future at once; the task learns of it
+        # only when it next runs.
+        return self._fut.cancelled()
+
+
+class TrioWaiter(Waiter[P]):
+    __slots__ = ("_task",)
+
+    def _wake(self) -> None:
+        import trio.lowlevel
+
+        trio.lowlevel.reschedule(self._task)
+
+    def _sleep(self) -> Awaitable[Any]:
+        import trio.lowlevel
+
+        self._task = trio.lowlevel.current_task()
+        return trio.lowlevel.wait_task_rescheduled(self._abort)
+
+    def _abort(self, raise_cancel: object) -> Any:
+        import trio.lowlevel
+
+        # Called by Trio only while the task sleeps, so the waiter is PENDING
+        # and still parked.
+        self.state = ABANDONED
+        self.owner._abandoned(self)
+        return trio.lowlevel.Abort.SUCCEEDED
+
+
+class GenericWaiter(Waiter[P]):
+    __slots__ = ("_event",)
+
+    def __init__(self, payload: P, owner: Parking) -> None:
+        super().__init__(payload, owner)
+        self._event = anyio.Event()
+
+    def _wake(self) -> None:
+        self._event.set()
+
+    def _sleep(self) -> Awaitable[Any]:
+        return self._event.wait()
+
+
+def new_waiter(payload: P, owner: Parking) -> Waiter[P]:
+    """A waiter of the running backend's kind (the slow path's only dispatch)."""
+    WAITER_STATS.created += 1
+    if not FORCE_GENERIC:
+        loop = _get_running_loop()
+        if loop is not None:
+            return AsyncioWaiter(payload, owner, loop)
+        if "trio" in sys.modules:
+            return TrioWaiter(payload, owner)
+    return GenericWaiter(payload, owner)
+
+
+class Parking:
+    """What a waiter is parked in: a WaitQueue or a single Slot."""
+
+    __slots__ = ()
+
+    def _abandoned(self, waiter: Waiter[Any]) -> None:
+        """``waiter`` became ABANDONED while still parked here."""
+        raise NotImplementedError
+
+    async def _park(
+        self,
+        waiter: Waiter[P],
+        give_back: Callable[[Any], None] | None,
+    ) -> Any:
+        try:
+            await waiter._sleep()
+        except BaseException as exc:
+            state = waiter.state
+            if state is PENDING:
+                # Cancelled while parked: nothing was granted.
+                waiter.state = ABANDONED
+                self._abandoned(waiter)
+            elif state is GRANTED:
+                # Granted, then cancelled before the task ran.
+                if give_back is not None:
+                    give_back(waiter.value)
+                elif is_cancellation(exc):
+                    rearm_cancellation(exc)
+                    return waiter.value
+            raise
+        if waiter.state is FAILED:
+            raise waiter.value
+        return waiter.value
+
+
+class WaitQueue(Parking, Generic[P]):
+    """FIFO of parked waiters: O(1) push, pop and removal of a cancelled one."""
+
+    __slots__ = ("_dead", "parked")
+
+    def __init__(self) -> None:
+        #: The waiters, live and dead.  Empty means nobody waits; non-empty
+        #: means somebody may (a one-attribute check for fast paths, which
+        #: fall back to ``bool(queue)`` for the exact answer).
+        self.parked: deque[Waiter[P]] = deque()
+        self._dead = 0
+
+    def __len__(self) -> int:
+        return len(self.parked) - self._dead
+
+    def __bool__(self) -> bool:
+        return len(self.parked) > self._dead
+
+    async def park(
+        self, payload: P, give_back: Callable[[Any], None] | None = None
+    ) -> Any:
+        """Park the current task at the tail until it is granted or failed.
+
+        Blocks; a cancellation point.  Returns the granted value, or raises
+        the exception the waiter was failed with.  If cancelled while parked,
+        the waiter leaves the queue and the cancellation propagates.  If
+        granted and then cancelled before it runs, ``give_back(value)`` is
+        called and the cancellation propagates; with ``give_back=None`` the
+        grant stands, ``park`` returns it, and the cancellation is re-armed
+        for the task's next checkpoint.
+        """
+        waiter = new_waiter(payload, self)
+        self.parked.append(waiter)
+        return await self._park(waiter, give_back)
+
+    def peek(self) -> Waiter[P] | None:
+        """The live waiter at the head, without removing it."""
+        q = self.parked
+        while q:
+            waiter = q[0]
+            if waiter.state is PENDING and not waiter._gone():
+                return waiter
+            self._drop_head()
+        return None
+
+    def pop(self) -> Waiter[P] | None:
+        """Remove and return the live waiter at the head, or ``None``."""
+        q = self.parked
+        while q:
+            waiter = q[0]
+            if waiter.state is PENDING and not waiter._gone():
+                q.popleft()
+                return waiter
+            self._drop_head()
+        return None
+
+    def _drop_head(self) -> None:
+        waiter = self.parked.popleft()
+        if waiter.state is PENDING:
+            # Its task was cancelled but has not run yet; it will find the
+            # waiter ABANDONED and out of the queue, and count nothing.
+            waiter.state = ABANDONED
+        else:
+            self._dead -= 1
+
+    def take_where(self, fits: Callable[[Waiter[P]], bool]) -> list[Waiter[P]]:
+        """Remove, in queue order, every live waiter for which ``fits`` holds.
+
+        ``fits`` is called on live waiters only, in order, and may keep state
+        (the permits left, for example).  The caller must grant or fail every
+        waiter returned before it yields.  O(n); for non-FIFO policies.
+        """
+        taken: list[Waiter[P]] = []
+        kept: deque[Waiter[P]] = deque()
+        for waiter in self.parked:
+            if waiter.state is not PENDING:
+                continue
+            if waiter._gone():
+                waiter.state = ABANDONED
+            elif fits(waiter):
+                taken.append(waiter)
+            else:
+                kept.append(waiter)
+        self.parked = kept
+        self._dead = 0
+        return taken
+
+    def drain(self) -> list[Waiter[P]]:
+        """Remove and return every live waiter, in order."""
+        taken = [w for w in self.parked if w.state is PENDING and not w._gone()]
+        for waiter in self.parked:
+            if waiter.state is PENDING and waiter._gone():
+                waiter.state = ABANDONED
+        self.parked.clear()
+        self._dead = 0
+        return taken
+
+    def __iter__(self) -> Any:
+        return (w for w in self.parked if w.state is PENDING and not w._gone())
+
+    def _abandoned(self, waiter: Waiter[Any]) -> None:
+        self._dead += 1
+        self._compact_if_sparse()
+
+    def _compact_if_sparse(self) -> None:
+        if self._dead > 16 and self._dead * 2 > len(self.parked):
+            # Only ABANDONED waiters go; a PENDING one whose future was
+            # cancelled stays until its task runs and counts itself.
+            self.parked = deque(w for w in self.parked if w.state is PENDING)
+            self._dead = 0
+
+
+class Slot(Parking, Generic[P]):
+    """At most one parked waiter: for a side that only one task may use."""
+
+    __slots__ = ("waiter",)
+
+    def __init__(self) -> None:
+        self.waiter: Waiter[P] | None = None
+
+    def __bool__(self) -> bool:
+        waiter = self.waiter
+        return waiter is not None and not waiter._gone()
+
+    async def park(
+        self, payload: P, give_back: Callable[[Any], None] | None = None
+    ) -> Any:
+        """As :meth:`WaitQueue.park`; the slot must be empty."""
+        waiter = new_waiter(payload, self)
+        self.waiter = waiter
+        return await self._park(waiter, give_back)
+
+    def pop(self) -> Waiter[P] | None:
+        """Remove and return the parked waiter if it is live."""
+        waiter = self.waiter
+        if waiter is None:
+            return None
+        self.waiter = None
+        if waiter._gone():
+            waiter.state = ABANDONED
+            return None
+        return waiter
+
+    def _abandoned(self, waiter: Waiter[Any]) -> None:
+        if self.waiter is waiter:
+            self.waiter = None

@@ -1,0 +1,266 @@
+# BatchSemaphore: a weighted semaphore on the waiter core; the locks and the
+# capacity limiter are built on it.
+#
+# State:
+#   _value    permits available now (may exceed the initial count: release
+#             has no ceiling; the capacity limiter may drive it below zero
+#             when its total shrinks, and uses math.inf for "no limit")
+#   _waiters  WaitQueue of parked acquirers; a waiter's payload is the
+#             number of permits it asked for
+#
+# Invariants, kept by _grant_waiters() after every change of _value or of the
+# queue head:
+#   fair:     the head waiter asks for more than _value (or nobody waits);
+#             a request is served at once only if nobody is queued.
+#   not fair: no waiter asks for <= _value.
+# Granted permits are subtracted before the waiter wakes (direct handoff), so
+# a woken task never competes again.  If the task is cancelled between the
+# grant and running, _give_back() returns the permits and wakes whoever now
+# fits: nothing is lost and nothing is applied twice.  A waiter that leaves
+# the queue cancelled re-runs _grant_waiters(), because a large request at
+# the head may have been holding back smaller ones that fit (the deadlock
+# class fixed in anyio 4.14).
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+
+import anyio
+
+from .._core import BUDGET, STRICT, WaitQueue, checkpoint, mode_for
+
+
+@dataclass(frozen=True)
+class BatchSemaphoreStatistics:
+    """A snapshot of a :class:`BatchSemaphore`.
+
+    :ivar available_permits: permits that can be acquired now
+    :ivar tasks_waiting: tasks parked in :meth:`BatchSemaphore.acquire`
+    :ivar fair: whether waiters are served strictly in arrival order
+    :ivar closed: whether :meth:`BatchSemaphore.close` has been called
+    """
+
+    available_permits: float
+    tasks_waiting: int
+    fair: bool
+    closed: bool
+
+
+def check_count(value: object, name: str) -> int:
+    """``value`` as a positive permit count, or a TypeError/ValueError naming it."""
+    if type(value) is not int:
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise TypeError(f"{name} must be an int, not {type(value).__name__}")
+    if value < 1:
+        raise ValueError(f"{name} must be >= 1, got {value}")
+    return value
+
+
+class BatchSemaphore:
+    """A semaphore whose tasks acquire and release several permits at once.
+
+    :param permits: the permits available at the start (an ``int >= 0``)
+    :param fair: serve waiters strictly in arrival order (the default); with
+        ``fair=False`` a request that fits proceeds even past queued larger
+        requests, which may then starve
+    :param strict: make every call a checkpoint, as AnyIO does; by default a
+        call that completes without blocking reaches a checkpoint only once
+        every 64 such calls (see :doc:`semantics`)
+
+    There is no ceiling: :meth:`release` may raise the count above
+    ``permits``, and :meth:`acquire` may ask for more permits than exist now.
+    It then waits until enough are released; in fair mode it holds back
+    every request queued behind it meanwhile.
+    """
+
+    __slots__ = ("__weakref__", "_closed", "_fair", "_mode", "_value", "_waiters")
+
+    def __init__(self, permits: int, *, fair: bool = True, strict: bool = False):
+        if type(permits) is not int and (
+            not isinstance(permits, int) or isinstance(permits, bool)
+        ):
+            raise TypeError(f"permits must be an int, not {type(permits).__name__}")
+        if permits < 0:
+            raise ValueError(f"permits must be >= 0, got {permits}")
+        if not isinstance(fair, bool):
+            raise TypeError(f"fair must be a bool, not {type(fair).__name__}")
+        self._mode = mode_for(strict)
+        self._value: float = permits
+        self._fair = fair
+        self._closed = False
+        self._waiters: WaitQueue[int] = WaitQueue()
+
+    async def acquire(self, n: int = 1) -> None:
+        """Acquire ``n`` permits, blocking until they are granted.
+
+        Blocks while the permits are not available (in fair mode, also while
+        any task is queued).  A checkpoint when it blocks; otherwise as the
+        checkpoint mode says (every call if ``strict``, else at least once
+        every 64 calls).  If cancelled, the call holds nothing: permits
+        granted to it in the meantime are given back and the next waiters
+        that fit are woken.  It never raises a cancellation while holding
+        the permits.
+
+        :raises anyio.ClosedResourceError: if the semaphore is closed, or is
+            closed while this call waits
+        :raises TypeError: if ``n`` is not an int
+        :raises ValueError: if ``n < 1``
+        """
+        if self._mode == STRICT or BUDGET.spend():
+            await checkpoint()
+        if (
+            type(n) is int
+            and 0 < n <= self._value
+            and (not self._waiters.parked or not self._fair)
+            and not self._closed
+        ):
+            self._value -= n
+            return
+        await self._acquire_blocking(n)
+
+    async def _acquire_blocking(self, n: int) -> None:
+        check_count(n, "n")
+        if self._closed:
+            raise anyio.ClosedResourceError
+        if n <= self._value and (not self._fair or not self._waiters):
+            self._value -= n
+            return
+        try:
+            await self._waiters.park(n, self._give_back)
+        except BaseException:
+            self._grant_waiters()
+            raise
+
+    def acquire_nowait(self, n: int = 1) -> None:
+        """Acquire ``n`` permits without blocking.  Not a checkpoint.
+
+        :raises anyio.WouldBlock: if the permits are not available now (or, in
+            fair mode, another task is queued)
+        :raises anyio.ClosedResourceError: if the semaphore is closed
+        """
+        check_count(n, "n")
+        if self._closed:
+            raise anyio.ClosedResourceError
+        if n <= self._value and (not self._fair or not self._waiters):
+            self._value -= n
+            return
+        raise anyio.WouldBlock
+
+    def release(self, n: int = 1) -> None:
+        """Return ``n`` permits and grant them to the waiters they satisfy.
+
+        Never blocks; not a checkpoint.  Works on a closed semaphore.
+        """
+        if type(n) is not int or n < 1:
+            check_count(n, "n")
+        self._value += n
+        if self._waiters.parked:
+            self._grant_waiters()
+
+    def _give_back(self, n: int) -> None:
+        self._value += n
+        self._grant_waiters()
+
+    def _grant_waiters(self) -> None:
+        waiters = self._waiters
+        if self._fair:
+            while (head := waiters.peek()) is not None and head.payload <= self._value:
+                waiters.pop()
+                self._value -= head.payload
+                head.grant()
+        elif self._value > 0 and waiters:
+            left = self._value
+
+            def fits(waiter: Any) -> bool:
+                nonlocal left
+                if waiter.payload <= left:
+                    left -= waiter.payload
+                    return True
+                return False
+
+            for waiter in waiters.take_where(fits):
+                self._value -= waiter.payload
+                waiter.grant()
+
+    def close(self) -> None:
+        """Fail every queued and later :meth:`acquire` with ClosedResourceError.
+
+        :meth:`release` keeps working, so holders can still return permits.
+        """
+        self._closed = True
+        for waiter in self._waiters.drain():
+            waiter.fail(anyio.ClosedResourceError())
+
+    @property
+    def available_permits(self) -> float:
+        """Permits that can be acquired now."""
+        return self._value
+
+    @property
+    def fair(self) -> bool:
+        """Whether waiters are served strictly in arrival order."""
+        return self._fair
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` has been called."""
+        return self._closed
+
+    def statistics(self) -> BatchSemaphoreStatistics:
+        """A snapshot of the permits and the queue."""
+        return BatchSemaphoreStatistics(
+            available_permits=self._value,
+            tasks_waiting=len(self._waiters),
+            fair=self._fair,
+            closed=self._closed,
+        )
+
+    def hold(self, n: int = 1) -> Holding:
+        """An async context manager that holds ``n`` permits for its block.
+
+        ``async with sem.hold(3):`` acquires 3 permits on entry (as
+        :meth:`acquire`) and releases them on exit.
+        """
+        check_count(n, "n")
+        return Holding(self, n)
+
+    async def __aenter__(self) -> None:
+        await self.acquire()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_val: BaseException | None,
+        exc_tb: TracebackType | None,
+    ) -> None:
+        self.release()
+
+    def __repr__(self) -> str:
+        value = "inf" if self._value == math.inf else self._value
+        return (
+            f"<{type(self).__name__} available={value} "
+            f"waiting={len(self._waiters)} fair={self._fair}>"
+        )
+
+
+class Holding:
+    """``async with`` form of :meth:`BatchSemaphore.hold`."""
+
+    __slots__ = ("_n", "_sem")
+
+    def __init__(self, sem: BatchSemaphore, n: int) -> None:
+        self._sem = sem
+        self._n = n
+
+    async def __aenter__(self) -> None:
+        await self._sem.acquire(self._n)
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_val: BaseException | None,
+        exc_tb: TracebackType | None,
+    ) -> None:
+        self._sem.release(self._n)

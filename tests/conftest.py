@@ -1,0 +1,34 @@
+"""Run every async test on asyncio, asyncio+uvloop and Trio.
+
+Which waiter runs underneath is chosen by ``ANYIO_PRIMS_WAITER`` at import;
+nox runs the suite once with the native waiters and once with
+``ANYIO_PRIMS_WAITER=generic``.  ``ANYIO_PRIMS_BACKENDS`` (comma-separated
+names from the list below) narrows the backends for one run.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pytest
+
+_ALL_BACKENDS: dict[str, Any] = {
+    "asyncio": pytest.param(("asyncio", {}), id="asyncio"),
+    "uvloop": pytest.param(("asyncio", {"use_uvloop": True}), id="uvloop"),
+    "trio": pytest.param(("trio", {}), id="trio"),
+}
+
+
+def _selected() -> list[Any]:
+    names = os.environ.get("ANYIO_PRIMS_BACKENDS", "asyncio,uvloop,trio")
+    chosen = [n.strip() for n in names.split(",") if n.strip()]
+    unknown = [n for n in chosen if n not in _ALL_BACKENDS]
+    if unknown:
+        raise pytest.UsageError(f"unknown backends in ANYIO_PRIMS_BACKENDS: {unknown}")
+    return [_ALL_BACKENDS[n] for n in chosen]
+
+
+@pytest.fixture(params=_selected())
+def anyio_backend(request: pytest.FixtureRequest) -> Any:
+    return request.param
