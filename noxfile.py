@@ -20,17 +20,27 @@ VERSIONS = ["3.10", "3.11", "3.12", "3.13"]
 TEST_DEPS = ["pytest>=8", "hypothesis>=6.100"]
 
 
-def _interpreter(version: str) -> str | None:
-    """A working interpreter for ``version``: on PATH, or under pyenv."""
+def _expose_interpreter(version: str) -> None:
+    """Put a working ``pythonX.Y`` first on PATH if pyenv hides it.
+
+    pyenv's shims answer only for the selected version; an unselected one
+    fails when run.  nox then sees a broken interpreter instead of a missing
+    one, so put the real one first on PATH, or leave it missing (skipped).
+    """
     name = f"python{version}"
     found = shutil.which(name)
     if found and subprocess.run([found, "-c", "pass"], capture_output=True).returncode == 0:
-        return found
+        return
     root = os.environ.get("PYENV_ROOT", os.path.expanduser("~/.pyenv"))
     for candidate in sorted(glob.glob(f"{root}/versions/{version}.*/bin/{name}")):
         if os.access(candidate, os.X_OK):
-            return candidate
-    return None
+            bindir = os.path.dirname(candidate)
+            os.environ["PATH"] = bindir + os.pathsep + os.environ.get("PATH", "")
+            return
+
+
+for _version in VERSIONS:
+    _expose_interpreter(_version)
 
 
 def _install(session: nox.Session) -> None:
@@ -47,7 +57,7 @@ def tests(session: nox.Session, backend: str, waiter: str) -> None:
     session.run("pytest", *session.posargs, env=env)
 
 
-@nox.session(python=[_interpreter(v) or f"python{v}" for v in VERSIONS])
+@nox.session(python=VERSIONS)
 def tests_versions(session: nox.Session) -> None:
     """The whole suite, every backend, on each interpreter that is present."""
     _install(session)

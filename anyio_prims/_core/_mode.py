@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Final
 
 from ._backend import checkpoint
-from ._budget import BUDGET
+from ._budget import BUDGET, BUDGET_SIZE
 
 BUDGETED: Final = 0
 STRICT: Final = 1
@@ -27,6 +27,21 @@ async def enter(mode: int) -> None:
     """The slow form of the mode check, for call sites that are not hot."""
     if mode == STRICT or BUDGET.spend():
         await checkpoint()
+
+
+async def budget_checkpoint() -> None:
+    """The checkpoint a hot path takes when its budget is spent or it is strict.
+
+    Hot paths inline the budget check, which is a third of the cost of the
+    call otherwise (a method call per fast path)::
+
+        budget = BUDGET
+        budget.left -= 1
+        if budget.left <= 0 or self._strict:
+            await budget_checkpoint()
+    """
+    BUDGET.left = BUDGET_SIZE
+    await checkpoint()
 
 
 def mode_for(strict: object) -> int:

@@ -29,7 +29,7 @@ from typing import Any
 
 import anyio
 
-from .._core import BUDGET, STRICT, WaitQueue, checkpoint, mode_for
+from .._core import BUDGET, STRICT, WaitQueue, budget_checkpoint, mode_for
 
 
 @dataclass(frozen=True)
@@ -75,7 +75,7 @@ class BatchSemaphore:
     every request queued behind it meanwhile.
     """
 
-    __slots__ = ("__weakref__", "_closed", "_fair", "_mode", "_value", "_waiters")
+    __slots__ = ("__weakref__", "_closed", "_fair", "_strict", "_value", "_waiters")
 
     def __init__(self, permits: int, *, fair: bool = True, strict: bool = False):
         if type(permits) is not int and (
@@ -86,7 +86,7 @@ class BatchSemaphore:
             raise ValueError(f"permits must be >= 0, got {permits}")
         if not isinstance(fair, bool):
             raise TypeError(f"fair must be a bool, not {type(fair).__name__}")
-        self._mode = mode_for(strict)
+        self._strict = mode_for(strict) == STRICT
         self._value: float = permits
         self._fair = fair
         self._closed = False
@@ -108,8 +108,10 @@ class BatchSemaphore:
         :raises TypeError: if ``n`` is not an int
         :raises ValueError: if ``n < 1``
         """
-        if self._mode == STRICT or BUDGET.spend():
-            await checkpoint()
+        budget = BUDGET
+        budget.left -= 1
+        if budget.left <= 0 or self._strict:
+            await budget_checkpoint()
         if (
             type(n) is int
             and 0 < n <= self._value
