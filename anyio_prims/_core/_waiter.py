@@ -57,7 +57,7 @@ from typing import Any, Final, Generic, TypeVar
 
 import anyio
 
-from ._backend import FORCE_GENERIC, is_cancellation, rearm_cancellation
+from ._backend import FORCE_GENERIC, is_cancellation, rearm_cancellation, trio_lowlevel
 
 P = TypeVar("P")  # what a parked task offers: an item, a number of permits
 
@@ -141,24 +141,19 @@ class TrioWaiter(Waiter[P]):
     __slots__ = ("_task",)
 
     def _wake(self) -> None:
-        import trio.lowlevel
-
-        trio.lowlevel.reschedule(self._task)
+        trio_lowlevel().reschedule(self._task)
 
     def _sleep(self) -> Awaitable[Any]:
-        import trio.lowlevel
-
-        self._task = trio.lowlevel.current_task()
-        return trio.lowlevel.wait_task_rescheduled(self._abort)
+        lowlevel = trio_lowlevel()
+        self._task = lowlevel.current_task()
+        return lowlevel.wait_task_rescheduled(self._abort)  # type: ignore[no-any-return]
 
     def _abort(self, raise_cancel: object) -> Any:
-        import trio.lowlevel
-
         # Called by Trio only while the task sleeps, so the waiter is PENDING
         # and still parked.
         self.state = ABANDONED
         self.owner._abandoned(self)
-        return trio.lowlevel.Abort.SUCCEEDED
+        return trio_lowlevel().Abort.SUCCEEDED
 
 
 class GenericWaiter(Waiter[P]):
