@@ -1,0 +1,587 @@
+# Executor: structured job spawning on long-lived worker tasks.
+#
+# Why: starting a task through anyio's TaskGroup costs 50-90 us (a cancel
+# scope, an event and a wrapper coroutine per task); handing a job to a task
+# that is already running and parked costs under 1 us.  So the executor owns
+# ONE anyio task group (entered in ``__aenter__``) and runs jobs on worker
+# tasks started in it, each of which runs job after job.
+#
+# Dispatch (direct schedule).  Idle workers park in ``_idle``, a WaitQueue.
+# ``spawn`` pops the head idle worker and grants it the job: one handoff, no
+# queue hop, no extra wake-up.  With no idle worker the job goes to the tail
+# of ``_queue``, a FIFO deque; a worker that settles a job takes the next
+# queued one without parking.  The job record (a JoinHandle) is the only
+# allocation per job: no task, cancel scope or event.
+#
+# Growth.  Starting a worker costs a task start, so workers are not started
+# one per queued job.  A worker is started when a job is queued, no worker is
+# idle and no start is pending (``_starting``); a worker that starts a job
+# while jobs are still queued starts one more first (if none is pending).  A
+# burst of trivial jobs is then drained by a few workers, while jobs that
+# block each end up with a worker of their own, so a spawn-and-await tree of
+# any depth completes.  ``max_workers`` caps ``_nworkers``.
+#
+# Per-job cancellation.  Each worker runs its jobs inside one long-lived
+# anyio CancelScope; ``handle.cancel()`` on a running job cancels that scope,
+# and only then does the worker leave it and enter a fresh one for its next
+# job.  A job that has not started is settled as cancelled and skipped by
+# whichever worker meets it (lazy removal from the deque).
+#
+# Invariants:
+# * ``_queue`` non-empty implies no live waiter in ``_idle`` (spawn grants an
+#   idle worker before it queues, and a worker parks only when the queue is
+#   empty);
+# * ``_pending`` counts the jobs spawned and not yet settled; when it drops to
+#   0 while ``_closing`` (the block's body is done), the executor closes:
+#   idle workers are released and the exit waiting in ``__aexit__`` is woken;
+# * after ``_cancelling`` is set (fail_fast, an error or a cancellation of
+#   the block) no job starts: queued jobs are settled as cancelled at once,
+#   and new spawns return handles that are already cancelled;
+# * ``_nworkers <= max_workers`` when a bound is set.
+#
+# Errors.  A job's exception is stored on its handle.  Those never retrieved
+# (by ``await``, ``result()`` or ``exception()``) when the block exits are
+# raised from it in an ExceptionGroup, with the body's own exception, as
+# anyio's TaskGroup does.  Cancelled jobs are not errors.  With
+# ``fail_fast=True`` the first failure cancels the task group (every job and
+# the body) and is always part of the group raised at the exit.
+from __future__ import annotations
+
+import math
+import sys
+from collections import deque
+from collections.abc import AsyncIterable, Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, TypeVar
+
+import anyio
+import anyio.abc
+
+from .._core import BUDGET, Slot, WaitQueue, budget_checkpoint
+from ._handle import CANCELLED, FAILED, QUEUED, RUNNING, SUCCEEDED, JoinHandle, _ignore
+from ._map import MapIterator
+from ._ratelimit import RateLimiter
+
+if sys.version_info >= (3, 11):
+    from typing import TypeVarTuple, Unpack
+else:  # pragma: no cover
+    from exceptiongroup import BaseExceptionGroup  # type: ignore[import-not-found,unused-ignore]
+    from typing_extensions import TypeVarTuple, Unpack
+
+T = TypeVar("T")
+A = TypeVar("A")
+Ts = TypeVarTuple("Ts")
+
+
+@dataclass(frozen=True)
+class ExecutorStatistics:
+    """A snapshot of an :class:`Executor`.
+
+    :ivar workers: worker tasks started and not yet finished
+    :ivar idle_workers: workers parked waiting for a job
+    :ivar jobs_queued: entries in the job queue (jobs cancelled while queued
+        may still be counted until a worker skips them)
+    :ivar jobs_pending: jobs spawned and not yet settled (queued or running)
+    :ivar max_workers: the bound on workers, or ``None``
+    """
+
+    workers: int
+    idle_workers: int
+    jobs_queued: int
+    jobs_pending: int
+    max_workers: int | None
+
+
+def _check_positive_int(value: object, name: str) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"{name} must be an int or None, not {type(value).__name__}")
+    if value < 1:
+        raise ValueError(f"{name} must be >= 1, got {value}")
+    return value
+
+
+class Executor:
+    """Run async jobs on a pool of long-lived worker tasks, structured.
+
+    :param max_workers: the most jobs that run at once (``None``: workers are
+        added on demand and reused, never more than the jobs that need one)
+    :param fail_fast: at the first job that raises, cancel every other job
+        and the block's body, as a task group does
+    :param max_per_second: space job starts evenly, at most this many per
+        second (``None``: no limit)
+    :param max_queued: how many jobs may wait in the queue before
+        :meth:`submit` blocks (``None``: it never blocks); :meth:`spawn`
+        ignores it
+
+    Use as ``async with Executor() as ex:``.  The block does not exit until
+    every job has settled (finished or been cancelled); jobs may spawn jobs
+    until then.  If the body raises or the block is cancelled, every job is
+    cancelled.  Job errors that nobody retrieved are raised from the block in
+    an ``ExceptionGroup``.
+    """
+
+    __slots__ = (
+        "_cancelling",
+        "_closed",
+        "_closing",
+        "_entered",
+        "_exit",
+        "_fail_fast",
+        "_failed",
+        "_idle",
+        "_limiter",
+        "_max_queued",
+        "_max_workers",
+        "_nworkers",
+        "_pending",
+        "_queue",
+        "_starting",
+        "_submitters",
+        "_tg",
+        "_trigger",
+    )
+
+    def __init__(
+        self,
+        max_workers: int | None = None,
+        *,
+        fail_fast: bool = False,
+        max_per_second: float | None = None,
+        max_queued: int | None = None,
+    ) -> None:
+        if max_workers is not None:
+            _check_positive_int(max_workers, "max_workers")
+        if max_queued is not None:
+            _check_positive_int(max_queued, "max_queued")
+        if not isinstance(fail_fast, bool):
+            raise TypeError(f"fail_fast must be a bool, not {type(fail_fast).__name__}")
+        limiter = None
+        if max_per_second is not None:
+            if not isinstance(max_per_second, (int, float)) or isinstance(
+                max_per_second, bool
+            ):
+                raise TypeError(
+                    "max_per_second must be a number or None, not "
+                    f"{type(max_per_second).__name__}"
+                )
+            if not (0 < max_per_second < math.inf):
+                raise ValueError(
+                    f"max_per_second must be > 0 and finite, got {max_per_second}"
+                )
+            limiter = RateLimiter(max_per_second)
+        self._max_workers = max_workers
+        self._max_queued = max_queued
+        self._fail_fast = fail_fast
+        self._limiter = limiter
+        self._tg: anyio.abc.TaskGroup | None = None
+        self._entered = False
+        self._closing = False  # the body is done; close when _pending is 0
+        self._closed = True  # no spawn accepted (until entered)
+        self._cancelling = False  # every job is being cancelled
+        self._queue: deque[JoinHandle[Any]] = deque()
+        self._idle: WaitQueue[None] = WaitQueue()
+        self._submitters: WaitQueue[tuple[Callable[..., Any], tuple[Any, ...]]] = (
+            WaitQueue()
+        )
+        self._exit: Slot[None] = Slot()
+        self._nworkers = 0
+        self._starting = False
+        self._pending = 0
+        self._failed: list[JoinHandle[Any]] = []
+        self._trigger: BaseException | None = None
+
+    # -- the block ---------------------------------------------------------
+
+    async def __aenter__(self) -> Executor:
+        if self._entered:
+            raise RuntimeError("an Executor can be entered only once")
+        self._entered = True
+        tg = anyio.create_task_group()
+        await tg.__aenter__()
+        self._tg = tg
+        self._closed = False
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_val: BaseException | None,
+        exc_tb: TracebackType | None,
+    ) -> bool | None:
+        tg = self._tg
+        assert tg is not None
+        if exc_val is None:
+            # The body is done: wait for the jobs (which may spawn more).
+            self._closing = True
+            if self._pending:
+                try:
+                    await self._exit.park(None, _ignore)
+                except BaseException as exc:
+                    exc_val = exc
+                    exc_type = type(exc)
+                    exc_tb = exc.__traceback__
+            else:
+                self._close()
+        if exc_val is not None:
+            self._cancel_all()
+        try:
+            try:
+                suppress = await tg.__aexit__(exc_type, exc_val, exc_tb)
+            finally:
+                self._closed = True
+                self._cancel_queued()
+        except BaseException as raised:
+            errors = self._errors()
+            if not errors:
+                raise
+            if isinstance(raised, BaseExceptionGroup):
+                others = list(raised.exceptions)
+            elif isinstance(raised, anyio.get_cancelled_exc_class()):
+                others = []
+            else:
+                others = [raised]
+            raise self._group(others, errors) from None
+        finally:
+            del exc_val, exc_tb
+        errors = self._errors()
+        if errors:
+            raise self._group([], errors) from None
+        return suppress
+
+    def _errors(self) -> list[BaseException]:
+        errors = [job._value for job in self._failed if not job._retrieved]
+        for job in self._failed:
+            job._retrieved = True
+        trigger = self._trigger
+        if trigger is not None and not any(e is trigger for e in errors):
+            errors.insert(0, trigger)
+        return errors
+
+    @staticmethod
+    def _group(
+        others: list[BaseException], errors: list[BaseException]
+    ) -> BaseExceptionGroup[BaseException]:
+        merged = [e for e in others if not any(e is j for j in errors)] + errors
+        return BaseExceptionGroup("unhandled errors in an Executor", merged)
+
+    def _close(self) -> None:
+        # Every job has settled and the body is done: no more spawns.
+        self._closed = True
+        self._queue.clear()  # only cancelled entries can be left
+        for waiter in self._idle.drain():
+            waiter.grant(None)
+        for submitter in self._submitters.drain():  # pragma: no cover
+            # A submitter waits only while jobs are queued, so none is left
+            # unless every queued job was cancelled before a worker saw it.
+            submitter.fail(RuntimeError("the Executor is closed"))
+        exit_waiter = self._exit.pop()
+        if exit_waiter is not None:
+            exit_waiter.grant()
+
+    def _cancel_all(self) -> None:
+        if self._cancelling:
+            return
+        self._cancelling = True
+        self._cancel_queued()
+        for waiter in self._submitters.drain():
+            fn, args = waiter.payload
+            waiter.grant(self.spawn(fn, *args))  # born cancelled
+        assert self._tg is not None
+        self._tg.cancel_scope.cancel()
+
+    def _cancel_queued(self) -> None:
+        queue = self._queue
+        while queue:
+            job = queue.popleft()
+            if job._state == QUEUED:
+                self._settle(job, CANCELLED, None)
+
+    def _settle(self, job: JoinHandle[Any], state: int, value: object) -> None:
+        job._state = state
+        job._value = value
+        job._fn = None
+        job._args = ()
+        waiters = job._waiters
+        if waiters is not None:
+            for waiter in waiters.drain():
+                waiter.grant()
+        if job._on_done is not None:
+            job._on_done(job)
+        self._pending -= 1
+        if self._pending == 0 and self._closing and not self._closed:
+            self._close()
+
+    def _failed_with(self, job: JoinHandle[Any], exc: BaseException) -> None:
+        self._settle(job, FAILED, exc)
+        self._failed.append(job)
+        if self._fail_fast and not self._cancelling:
+            self._trigger = exc
+            self._cancel_all()
+
+    # -- spawning ----------------------------------------------------------
+
+    def spawn(
+        self, fn: Callable[[Unpack[Ts]], Awaitable[T]], *args: Unpack[Ts]
+    ) -> JoinHandle[T]:
+        """Schedule ``fn(*args)`` as a job and return its handle.
+
+        Never blocks; not a checkpoint.  The job goes straight to an idle
+        worker, or to the tail of the queue (jobs start in spawn order).
+        While the executor is being cancelled the handle returned is already
+        cancelled and the job never runs.
+
+        :raises RuntimeError: if the executor has not been entered or is closed
+        :raises TypeError: if ``fn`` is not callable
+        """
+        if self._closed:
+            raise RuntimeError(
+                "the Executor is closed"
+                if self._entered
+                else "the Executor has not been entered: use 'async with'"
+            )
+        if not callable(fn):
+            raise TypeError(f"fn must be an async callable, not {type(fn).__name__}")
+        job: JoinHandle[T] = JoinHandle(self, fn, args)
+        self._pending += 1
+        if self._cancelling:
+            self._settle(job, CANCELLED, None)
+            return job
+        idle = self._idle
+        if idle.parked:
+            waiter = idle.pop()
+            if waiter is not None:
+                waiter.grant(job)
+                return job
+        self._queue.append(job)
+        if not self._starting and (
+            self._max_workers is None or self._nworkers < self._max_workers
+        ):
+            self._start_worker()
+        return job
+
+    def spawn_many(
+        self,
+        fn: Callable[..., Awaitable[T]],
+        args_iterable: Iterable[Iterable[Any]],
+    ) -> list[JoinHandle[T]]:
+        """Schedule ``fn(*args)`` for each ``args`` and return the handles.
+
+        Never blocks; not a checkpoint.  One grant per idle worker, the rest
+        queued in order; at most one worker start.
+
+        :raises RuntimeError: if the executor has not been entered or is closed
+        :raises TypeError: if ``fn`` is not callable or an item is not iterable
+        """
+        if self._closed:
+            raise RuntimeError("the Executor is closed or has not been entered")
+        if not callable(fn):
+            raise TypeError(f"fn must be an async callable, not {type(fn).__name__}")
+        try:
+            jobs: list[JoinHandle[T]] = [
+                JoinHandle(self, fn, tuple(args)) for args in args_iterable
+            ]
+        except TypeError as exc:
+            raise TypeError(
+                f"args_iterable must be an iterable of argument tuples: {exc}"
+            ) from None
+        self._pending += len(jobs)
+        if self._cancelling:
+            for job in jobs:
+                self._settle(job, CANCELLED, None)
+            return jobs
+        idle = self._idle
+        i = 0
+        while i < len(jobs) and idle.parked:
+            waiter = idle.pop()
+            if waiter is None:
+                break
+            waiter.grant(jobs[i])
+            i += 1
+        if i < len(jobs):
+            self._queue.extend(jobs[i:] if i else jobs)
+            if not self._starting and (
+                self._max_workers is None or self._nworkers < self._max_workers
+            ):
+                self._start_worker()
+        return jobs
+
+    async def submit(
+        self, fn: Callable[[Unpack[Ts]], Awaitable[T]], *args: Unpack[Ts]
+    ) -> JoinHandle[T]:
+        """Spawn ``fn(*args)``, first waiting while the queue is full.
+
+        Blocks while ``max_queued`` jobs are queued (or other submitters
+        wait before this one; they are served in order) and is then a
+        cancellation point; otherwise reaches a checkpoint at least once
+        every 64 calls.  A submit cancelled while it waits spawned nothing;
+        one whose job was spawned just as it was cancelled returns the handle
+        and the cancellation is raised at the task's next checkpoint.
+
+        :raises RuntimeError: if the executor has not been entered or is closed
+        """
+        budget = BUDGET
+        budget.left -= 1
+        if budget.left <= 0:
+            await budget_checkpoint()
+        limit = self._max_queued
+        if (
+            limit is None
+            or self._closed
+            or self._cancelling
+            or (len(self._queue) < limit and not self._submitters.parked)
+        ):
+            return self.spawn(fn, *args)
+        handle: JoinHandle[T] = await self._submitters.park((fn, args), None)
+        return handle
+
+    def _admit_submitter(self) -> None:
+        # Called when a worker took a job off the queue: room for one more.
+        limit = self._max_queued
+        assert limit is not None
+        if len(self._queue) < limit:
+            waiter = self._submitters.pop()
+            if waiter is not None:
+                fn, args = waiter.payload
+                waiter.grant(self.spawn(fn, *args))
+
+    def map(
+        self,
+        fn: Callable[[A], Awaitable[T]],
+        iterable: Iterable[A] | AsyncIterable[A],
+        *,
+        ordered: bool = True,
+        window: int | None = None,
+    ) -> MapIterator[T]:
+        """Run ``fn`` on each item of ``iterable`` as jobs; iterate the results.
+
+        See :class:`MapIterator`.  ``window`` is the most jobs in flight
+        (default: ``max_workers``, or 64 without a bound).
+        """
+        if self._closed:
+            raise RuntimeError("the Executor is closed or has not been entered")
+        if not callable(fn):
+            raise TypeError(f"fn must be an async callable, not {type(fn).__name__}")
+        if not isinstance(ordered, bool):
+            raise TypeError(f"ordered must be a bool, not {type(ordered).__name__}")
+        if window is None:
+            window = self._max_workers if self._max_workers is not None else 64
+        else:
+            _check_positive_int(window, "window")
+        return MapIterator(self, fn, iterable, ordered, window)
+
+    # -- workers -----------------------------------------------------------
+
+    def _start_worker(self) -> None:
+        self._starting = True
+        self._nworkers += 1
+        assert self._tg is not None
+        self._tg.start_soon(self._work)
+
+    async def _work(self) -> None:
+        self._starting = False
+        try:
+            while await self._work_in_scope():
+                pass
+        finally:
+            self._nworkers -= 1
+
+    async def _work_in_scope(self) -> bool:
+        # Run jobs in one cancel scope until a job is cancelled through its
+        # handle (return True: call again with a fresh scope) or the
+        # executor closes (return False).
+        queue = self._queue
+        idle = self._idle
+        submitters = self._submitters
+        limiter = self._limiter
+        with anyio.CancelScope() as scope:
+            while True:
+                budget = BUDGET
+                budget.left -= 1
+                if budget.left <= 0:
+                    await budget_checkpoint()
+                if queue:
+                    job = queue.popleft()
+                    if submitters.parked:
+                        self._admit_submitter()
+                    if job._state != QUEUED:
+                        continue
+                elif self._closed:
+                    return False
+                else:
+                    job = await idle.park(None, self._give_back)
+                    if job is None:
+                        return False
+                    if job._state != QUEUED:
+                        continue
+                if limiter is not None:
+                    try:
+                        await limiter.wait()
+                    except BaseException:
+                        if job._state == QUEUED:
+                            self._settle(job, CANCELLED, None)
+                        raise
+                    if job._state != QUEUED:
+                        continue
+                if (
+                    queue
+                    and not self._starting
+                    and (
+                        self._max_workers is None or self._nworkers < self._max_workers
+                    )
+                ):
+                    self._start_worker()
+                job._state = RUNNING
+                job._scope = scope
+                try:
+                    value = await job._fn(*job._args)  # type: ignore[misc]
+                except Exception as exc:
+                    self._failed_with(job, exc)
+                except BaseException as exc:
+                    if not isinstance(exc, anyio.get_cancelled_exc_class()):
+                        job._retrieved = True  # the task group raises it
+                        self._failed_with(job, exc)
+                        raise
+                    self._settle(job, CANCELLED, None)
+                    if (
+                        job._cancel_requested
+                        or anyio.current_effective_deadline() == -math.inf
+                    ):
+                        raise  # ours (the scope swallows it) or the executor's
+                    # A stray cancellation exception raised by the job
+                    # itself: the job counts as cancelled, the worker goes on.
+                else:
+                    self._settle(job, SUCCEEDED, value)
+                if job._cancel_requested:
+                    return True
+        return True  # left by a cancellation of this scope alone
+
+    def _give_back(self, job: JoinHandle[Any] | None) -> None:
+        # A worker was granted ``job`` and cancelled before it ran (asyncio,
+        # only when the whole executor is being cancelled): requeue it at the
+        # head, where _cancel_queued settles it.
+        if job is not None:
+            self._queue.appendleft(job)
+
+    # -- introspection -----------------------------------------------------
+
+    @property
+    def max_workers(self) -> int | None:
+        """The most jobs that run at once, or ``None``."""
+        return self._max_workers
+
+    def statistics(self) -> ExecutorStatistics:
+        """A snapshot of the workers and jobs."""
+        return ExecutorStatistics(
+            workers=self._nworkers,
+            idle_workers=len(self._idle),
+            jobs_queued=len(self._queue),
+            jobs_pending=self._pending,
+            max_workers=self._max_workers,
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"<{type(self).__name__} workers={self._nworkers} "
+            f"pending={self._pending} max_workers={self._max_workers}>"
+        )

@@ -1,0 +1,193 @@
+# JoinHandle: the job record and the caller's handle on it, in one object.
+#
+# A job is the only allocation on the executor's spawn path, so the record a
+# worker runs and the handle the caller awaits are the same ``__slots__``
+# object.  It holds the function and its arguments until the job settles,
+# then the outcome.
+#
+# States (``_state``), each change made once, in this order:
+#
+#     QUEUED --worker starts it--> RUNNING --returns------> SUCCEEDED
+#        |                            |------raises-------> FAILED
+#        |                            '------cancelled----> CANCELLED
+#        '--cancel() before it ran------------------------> CANCELLED
+#
+# Invariants:
+# * ``_state >= SUCCEEDED`` ("settled") implies ``_fn is None`` and
+#   ``_args == ()``: a settled job keeps no references to its inputs;
+# * ``_waiters`` is created only when a task awaits a job that has not
+#   settled; settling drains it, so a settled job has no parked waiter;
+# * ``_retrieved`` is set when the job's error (or cancellation) has been
+#   delivered to a caller through ``await``, ``result()`` or ``exception()``;
+#   the executor raises, at the exit of its block, the errors of failed jobs
+#   that were never retrieved.
+#
+# Settling is done by the executor (``Executor._settle``), which also counts
+# the job out of its pending total; the handle only reads the outcome.
+from __future__ import annotations
+
+from collections.abc import Callable, Generator
+from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
+
+from .._core import BUDGET, WaitQueue, budget_checkpoint
+
+if TYPE_CHECKING:
+    from ._executor import Executor
+
+T = TypeVar("T")
+
+QUEUED: Final = 0
+RUNNING: Final = 1
+SUCCEEDED: Final = 2
+FAILED: Final = 3
+CANCELLED: Final = 4
+
+_STATE_NAMES: Final = ("queued", "running", "succeeded", "failed", "cancelled")
+
+
+class JobCancelled(Exception):
+    """The job was cancelled before it finished.
+
+    Raised by ``await handle``, :meth:`JoinHandle.result` and
+    :meth:`JoinHandle.exception` for a cancelled job.  An ordinary
+    exception, never the backend's cancellation exception: awaiting a
+    cancelled job does not cancel the awaiting task.
+    """
+
+
+def _ignore(value: object) -> None:
+    # give_back for a join: being woken gives nothing away (the outcome stays
+    # on the handle), so a grant followed by a cancellation needs no undo.
+    pass
+
+
+class JoinHandle(Generic[T]):
+    """The handle of one job spawned on an :class:`Executor`.
+
+    ``await handle`` waits for the job and returns its result, or raises its
+    exception, or :class:`JobCancelled`.  It blocks while the job has not
+    settled and is then a cancellation point; cancelling the awaiting task
+    leaves the job running.  On a settled job it returns at once and, like
+    every non-blocking call of anyio-prims, reaches a checkpoint at least
+    once every 64 calls.  Any number of tasks may await the same handle.
+    """
+
+    __slots__ = (
+        "__weakref__",
+        "_args",
+        "_cancel_requested",
+        "_executor",
+        "_fn",
+        "_on_done",
+        "_retrieved",
+        "_scope",
+        "_state",
+        "_value",
+        "_waiters",
+    )
+
+    def __init__(
+        self,
+        executor: Executor,
+        fn: Callable[..., Any] | None,
+        args: tuple[Any, ...],
+    ) -> None:
+        self._executor = executor
+        self._fn = fn
+        self._args = args
+        self._state = QUEUED
+        self._value: Any = None
+        self._waiters: WaitQueue[None] | None = None
+        self._retrieved = False
+        self._cancel_requested = False
+        self._scope: Any = None  # the running worker's CancelScope
+        self._on_done: Callable[[JoinHandle[Any]], None] | None = None
+
+    def __await__(self) -> Generator[Any, Any, T]:
+        return self._join().__await__()
+
+    async def _join(self) -> T:
+        budget = BUDGET
+        budget.left -= 1
+        if budget.left <= 0:
+            await budget_checkpoint()
+        if self._state < SUCCEEDED:
+            waiters = self._waiters
+            if waiters is None:
+                waiters = self._waiters = WaitQueue()
+            await waiters.park(None, _ignore)
+        return self._outcome()
+
+    def _outcome(self) -> T:
+        state = self._state
+        if state == SUCCEEDED:
+            value: T = self._value
+            return value
+        self._retrieved = True
+        if state == FAILED:
+            raise self._value
+        raise JobCancelled("the job was cancelled")
+
+    def cancel(self) -> bool:
+        """Cancel this job alone.  Never blocks; not a checkpoint.
+
+        A job that has not started is settled as cancelled at once and never
+        runs.  A running job is cancelled at its next checkpoint (its
+        worker's cancel scope is cancelled); it is settled as cancelled when
+        the cancellation propagates out of it.  A job that catches the
+        cancellation and returns (or raises) keeps that outcome, as a task
+        does.  Returns ``False`` if the job had already settled (nothing
+        done), else ``True``.
+        """
+        state = self._state
+        if state == QUEUED:
+            self._executor._settle(self, CANCELLED, None)
+            return True
+        if state == RUNNING:
+            if not self._cancel_requested:
+                self._cancel_requested = True
+                self._scope.cancel()
+            return True
+        return False
+
+    def done(self) -> bool:
+        """Whether the job has settled: returned, raised or been cancelled."""
+        return self._state >= SUCCEEDED
+
+    def cancelled(self) -> bool:
+        """Whether the job was settled as cancelled."""
+        return self._state == CANCELLED
+
+    def result(self) -> T:
+        """The job's result, without waiting.
+
+        :raises RuntimeError: if the job has not settled yet
+        :raises JobCancelled: if the job was cancelled
+        :raises Exception: the job's own exception, if it raised one
+        """
+        if self._state < SUCCEEDED:
+            raise RuntimeError("the job has not finished: await the handle first")
+        return self._outcome()
+
+    def exception(self) -> BaseException | None:
+        """The job's exception, or ``None`` if it returned, without waiting.
+
+        Counts as retrieving the error: it is not raised again at the
+        executor's exit.
+
+        :raises RuntimeError: if the job has not settled yet
+        :raises JobCancelled: if the job was cancelled
+        """
+        state = self._state
+        if state < SUCCEEDED:
+            raise RuntimeError("the job has not finished: await the handle first")
+        if state == SUCCEEDED:
+            return None
+        self._retrieved = True
+        if state == CANCELLED:
+            raise JobCancelled("the job was cancelled")
+        exc: BaseException = self._value
+        return exc
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {_STATE_NAMES[self._state]}>"

@@ -1,0 +1,212 @@
+# Executor.map: results of one function over lazily read input, as jobs.
+#
+# No task of its own: the input is read in the consuming task, inside
+# ``__anext__``, so an abandoned iterator holds nothing open (its jobs in
+# flight run to the end like any job, and the executor's block can exit).
+# The cost is that input is read only between results: ``__anext__`` first
+# delivers a result that is ready, then reads input while fewer than
+# ``window`` jobs are in flight, and only then waits for a job.
+#
+# Ordered: ``_inflight`` is a deque of handles in input order; the head is
+# delivered when done.  Unordered: each job's handle calls back ``_job_done``
+# when it settles, which moves it to ``_done`` and wakes the consumer parked
+# in ``_wakeup`` (a Slot: one consumer at a time).
+#
+# Invariant: ``len(_inflight)`` (ordered) or ``_running`` plus ``len(_done)``
+# (unordered) is the number of jobs spawned and not yet delivered, and is at
+# most ``_window``.  After ``aclose()`` no input is read and every job in
+# flight has been cancelled.
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+import anyio
+
+from .._core import Slot
+from ._handle import JoinHandle, _ignore
+
+if TYPE_CHECKING:
+    from ._executor import Executor
+
+T = TypeVar("T")
+
+
+class MapIterator(Generic[T]):
+    """The async iterator of results returned by :meth:`Executor.map`.
+
+    ``async for result in ex.map(fn, items):`` runs ``fn(item)`` for each
+    item as a job of the executor, with at most ``window`` jobs in flight,
+    and yields the results in input order (``ordered=True``) or as the jobs
+    finish.  The input (a sync or async iterable) is read lazily, in the
+    consuming task, between results.  A job's exception is raised from
+    ``__anext__`` when its turn comes; iteration may go on after it.
+
+    ``__anext__`` blocks while no result is ready and is then a cancellation
+    point; cancelling it loses nothing (the job stays in flight and its
+    result is delivered by the next call).
+
+    Closing it (``aclose()``, ``contextlib.aclosing``, or leaving its
+    ``async with`` block) cancels the jobs still in flight and stops reading
+    the input.  Errors of jobs that had already failed and were never
+    delivered are still raised at the executor's exit.
+    """
+
+    __slots__ = (
+        "_aiter",
+        "_closed",
+        "_done",
+        "_executor",
+        "_exhausted",
+        "_fn",
+        "_inflight",
+        "_iter",
+        "_ordered",
+        "_running",
+        "_wakeup",
+        "_window",
+    )
+
+    def __init__(
+        self,
+        executor: Executor,
+        fn: Callable[[Any], Awaitable[T]],
+        iterable: Iterable[Any] | AsyncIterable[Any],
+        ordered: bool,
+        window: int,
+    ) -> None:
+        self._aiter: AsyncIterator[Any] | None = None
+        self._iter: Any = None
+        if isinstance(iterable, AsyncIterable):
+            self._aiter = iterable.__aiter__()
+        elif isinstance(iterable, Iterable):
+            self._iter = iter(iterable)
+        else:
+            raise TypeError(
+                "iterable must be an iterable or an async iterable, not "
+                f"{type(iterable).__name__}"
+            )
+        self._executor = executor
+        self._fn = fn
+        self._ordered = ordered
+        self._window = window
+        self._exhausted = False
+        self._closed = False
+        self._inflight: deque[JoinHandle[T]] = deque()  # ordered only
+        self._running: set[JoinHandle[T]] = set()  # unordered only
+        self._done: deque[JoinHandle[T]] = deque()  # unordered only
+        self._wakeup: Slot[None] = Slot()
+
+    def __aiter__(self) -> MapIterator[T]:
+        return self
+
+    async def __anext__(self) -> T:
+        while True:
+            if self._closed:
+                raise StopAsyncIteration
+            ready = self._take_ready()
+            if ready is not None:
+                return await ready
+            if not self._exhausted and self._in_flight() < self._window:
+                await self._read_one()
+                continue
+            if self._in_flight() == 0:
+                raise StopAsyncIteration
+            if self._ordered:
+                head = self._inflight[0]
+                try:
+                    value = await head
+                except Exception:
+                    self._pop_head(head)
+                    raise
+                self._pop_head(head)
+                return value
+            if self._wakeup:
+                raise anyio.BusyResourceError("iterating over the map's results")
+            await self._wakeup.park(None, _ignore)
+
+    def _in_flight(self) -> int:
+        if self._ordered:
+            return len(self._inflight)
+        return len(self._running) + len(self._done)
+
+    def _take_ready(self) -> JoinHandle[T] | None:
+        if self._ordered:
+            inflight = self._inflight
+            if inflight and inflight[0].done():
+                return inflight.popleft()
+            return None
+        done = self._done
+        return done.popleft() if done else None
+
+    def _pop_head(self, head: JoinHandle[T]) -> None:
+        # The head may already be gone if the iterator was closed meanwhile.
+        if self._inflight and self._inflight[0] is head:
+            self._inflight.popleft()
+
+    async def _read_one(self) -> None:
+        try:
+            if self._aiter is not None:
+                item = await self._aiter.__anext__()
+            else:
+                item = next(self._iter)
+        except (StopAsyncIteration, StopIteration):
+            self._exhausted = True
+            return
+        if self._closed:  # closed while this read was waiting
+            return
+        handle = self._executor.spawn(self._fn, item)
+        if self._ordered:
+            self._inflight.append(handle)
+        elif handle.done():
+            self._done.append(handle)
+        else:
+            self._running.add(handle)
+            handle._on_done = self._job_done
+
+    def _job_done(self, handle: JoinHandle[Any]) -> None:
+        self._running.discard(handle)
+        if self._closed:
+            return
+        self._done.append(handle)
+        waiter = self._wakeup.pop()
+        if waiter is not None:
+            waiter.grant()
+
+    async def aclose(self) -> None:
+        """Cancel the jobs in flight and stop reading the input.
+
+        Never blocks; a checkpoint only as every non-blocking call is.
+        Idempotent.
+        """
+        self.close()
+
+    def close(self) -> None:
+        """The synchronous form of :meth:`aclose`."""
+        if self._closed:
+            return
+        self._closed = True
+        self._exhausted = True
+        for handle in self._inflight:
+            handle.cancel()
+        for handle in list(self._running):
+            handle.cancel()
+        self._inflight.clear()
+        self._running.clear()
+        self._done.clear()
+        waiter = self._wakeup.pop()
+        if waiter is not None:
+            waiter.grant()
+
+    async def __aenter__(self) -> MapIterator[T]:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_val: BaseException | None,
+        exc_tb: TracebackType | None,
+    ) -> None:
+        self.close()

@@ -1,0 +1,651 @@
+"""Executor and JoinHandle: dispatch, handle states, cancellation, structure."""
+
+from __future__ import annotations
+
+import math
+import sys
+from typing import Any
+
+import anyio
+import anyio.lowlevel
+import pytest
+
+from anyio_prims._core import WAITER_STATS
+from anyio_prims.executor import Executor, JobCancelled, JoinHandle
+
+if sys.version_info < (3, 11):  # pragma: no cover
+    from exceptiongroup import ExceptionGroup  # type: ignore[import-not-found]
+
+pytestmark = pytest.mark.anyio
+
+
+async def double(x: int) -> int:
+    return 2 * x
+
+
+async def sleep_forever() -> None:
+    await anyio.sleep(math.inf)
+
+
+async def fail(message: str) -> None:
+    raise ValueError(message)
+
+
+# -- results and ordering -----------------------------------------------------
+
+
+async def test_await_handle_returns_result() -> None:
+    async with Executor() as ex:
+        assert await ex.spawn(double, 21) == 42
+
+
+async def test_jobs_start_in_spawn_order_on_one_worker() -> None:
+    started: list[int] = []
+
+    async def job(i: int) -> None:
+        started.append(i)
+        await anyio.lowlevel.checkpoint()
+
+    async with Executor(1) as ex:
+        for i in range(20):
+            ex.spawn(job, i)
+    assert started == list(range(20))
+
+
+async def test_block_waits_for_every_job() -> None:
+    finished: list[int] = []
+
+    async def job(i: int) -> None:
+        for _ in range(i):
+            await anyio.lowlevel.checkpoint()
+        finished.append(i)
+
+    async with Executor() as ex:
+        for i in range(10):
+            ex.spawn(job, i)
+    assert sorted(finished) == list(range(10))
+
+
+async def test_jobs_spawned_by_jobs_after_body_finished_still_run() -> None:
+    ran: list[str] = []
+
+    async def child() -> None:
+        await anyio.lowlevel.checkpoint()
+        ran.append("child")
+
+    async def parent() -> None:
+        await anyio.lowlevel.checkpoint()
+        ex.spawn(child)
+        ran.append("parent")
+
+    async with Executor() as ex:
+        ex.spawn(parent)
+    assert ran == ["parent", "child"]
+
+
+async def test_many_trivial_jobs_use_few_workers() -> None:
+    async def nothing() -> None:
+        pass
+
+    async with Executor() as ex:
+        handles = [ex.spawn(nothing) for _ in range(2000)]
+        for handle in handles:
+            await handle
+        assert ex.statistics().workers < 200
+
+
+async def test_spawn_many_runs_every_job_in_order() -> None:
+    started: list[int] = []
+
+    async def job(i: int, j: int) -> int:
+        started.append(i)
+        return i + j
+
+    async with Executor(1) as ex:
+        handles = ex.spawn_many(job, [(i, 1) for i in range(10)])
+        assert [await h for h in handles] == [i + 1 for i in range(10)]
+    assert started == list(range(10))
+
+
+async def test_spawn_many_hands_jobs_to_idle_workers() -> None:
+    async with Executor() as ex:
+        await ex.spawn_many(double, [(0,)] * 4)[-1]  # start a few workers
+        await anyio.wait_all_tasks_blocked()
+        idle = ex.statistics().idle_workers
+        assert idle >= 1
+        handles = ex.spawn_many(double, [(i,) for i in range(idle)])
+        assert ex.statistics().jobs_queued == 0
+        assert [await h for h in handles] == [2 * i for i in range(idle)]
+
+
+async def test_recursive_spawn_and_await_tree_completes() -> None:
+    async def tree(depth: int) -> int:
+        if depth == 0:
+            return 1
+        left = ex.spawn(tree, depth - 1)
+        right = ex.spawn(tree, depth - 1)
+        return await left + await right
+
+    async with Executor() as ex:
+        assert await ex.spawn(tree, 7) == 128
+
+
+async def test_deep_spawn_and_await_chain_completes() -> None:
+    async def chain(depth: int) -> int:
+        if depth == 0:
+            return 0
+        return 1 + await ex.spawn(chain, depth - 1)
+
+    async with Executor() as ex:
+        assert await ex.spawn(chain, 200) == 200
+
+
+# -- handle states ------------------------------------------------------------
+
+
+async def test_handle_states_from_queued_to_done() -> None:
+    release = anyio.Event()
+
+    async def job() -> str:
+        await release.wait()
+        return "ok"
+
+    async with Executor(1) as ex:
+        blocker = ex.spawn(job)
+        queued = ex.spawn(job)
+        await anyio.wait_all_tasks_blocked()
+        assert not blocker.done()
+        assert not queued.done()
+        assert "queued" in repr(queued)
+        assert "running" in repr(blocker)
+        release.set()
+        assert await queued == "ok"
+        assert queued.done()
+        assert not queued.cancelled()
+        assert queued.result() == "ok"
+        assert queued.exception() is None
+
+
+async def test_result_of_unfinished_job_raises_runtime_error() -> None:
+    async with Executor() as ex:
+        handle = ex.spawn(sleep_forever)
+        with pytest.raises(RuntimeError, match="not finished"):
+            handle.result()
+        with pytest.raises(RuntimeError, match="not finished"):
+            handle.exception()
+        handle.cancel()
+
+
+async def test_await_failed_job_raises_its_exception() -> None:
+    async with Executor() as ex:
+        handle = ex.spawn(fail, "boom")
+        with pytest.raises(ValueError, match="boom"):
+            await handle
+        assert handle.done()
+        assert not handle.cancelled()
+        with pytest.raises(ValueError, match="boom"):
+            handle.result()
+
+
+async def test_exception_returns_job_error() -> None:
+    async with Executor() as ex:
+        handle = ex.spawn(fail, "boom")
+        await anyio.wait_all_tasks_blocked()
+        exc = handle.exception()
+        assert isinstance(exc, ValueError)
+
+
+async def test_several_tasks_await_one_handle() -> None:
+    release = anyio.Event()
+    results: list[int] = []
+
+    async def job() -> int:
+        await release.wait()
+        return 7
+
+    async with Executor() as ex:
+        handle = ex.spawn(job)
+
+        async def waiter() -> None:
+            results.append(await handle)
+
+        async with anyio.create_task_group() as tg:
+            for _ in range(3):
+                tg.start_soon(waiter)
+            await anyio.wait_all_tasks_blocked()
+            release.set()
+    assert results == [7, 7, 7]
+
+
+async def test_awaiting_done_handle_creates_no_waiter() -> None:
+    async with Executor() as ex:
+        handle = ex.spawn(double, 1)
+        await handle
+        before = WAITER_STATS.created
+        for _ in range(10):
+            assert await handle == 2
+        assert WAITER_STATS.created == before
+
+
+async def test_cancelled_await_leaves_job_running() -> None:
+    release = anyio.Event()
+
+    async def job() -> int:
+        await release.wait()
+        return 5
+
+    async with Executor() as ex:
+        handle = ex.spawn(job)
+        with anyio.move_on_after(0):
+            await handle
+        assert not handle.done()
+        release.set()
+        assert await handle == 5
+
+
+# -- per-job cancellation -----------------------------------------------------
+
+
+async def test_cancel_before_start_means_job_never_runs() -> None:
+    ran: list[str] = []
+    release = anyio.Event()
+
+    async def blocker() -> None:
+        await release.wait()
+
+    async def job() -> None:
+        ran.append("job")
+
+    async with Executor(1) as ex:
+        ex.spawn(blocker)
+        handle = ex.spawn(job)
+        assert handle.cancel() is True
+        assert handle.cancelled()
+        assert handle.done()
+        release.set()
+    assert ran == []
+    with pytest.raises(JobCancelled):
+        await handle
+
+
+async def test_cancel_running_job_raises_job_cancelled() -> None:
+    async with Executor() as ex:
+        handle = ex.spawn(sleep_forever)
+        await anyio.wait_all_tasks_blocked()
+        assert handle.cancel() is True
+        with pytest.raises(JobCancelled):
+            await handle
+        assert handle.cancelled()
+        with pytest.raises(JobCancelled):
+            handle.result()
+        with pytest.raises(JobCancelled):
+            handle.exception()
+
+
+async def test_cancel_running_job_leaves_other_jobs_running() -> None:
+    async def job() -> str:
+        await anyio.lowlevel.checkpoint()
+        await anyio.lowlevel.checkpoint()
+        return "done"
+
+    async with Executor() as ex:
+        victim = ex.spawn(sleep_forever)
+        others = [ex.spawn(job) for _ in range(5)]
+        await anyio.wait_all_tasks_blocked()
+        victim.cancel()
+        assert [await h for h in others] == ["done"] * 5
+
+
+async def test_worker_runs_next_job_after_a_cancelled_one() -> None:
+    async with Executor(1) as ex:
+        victim = ex.spawn(sleep_forever)
+        after = ex.spawn(double, 4)
+        await anyio.wait_all_tasks_blocked()
+        victim.cancel()
+        assert await after == 8
+        # and the fresh scope is not cancelled: a blocking job still blocks
+        event = anyio.Event()
+
+        async def wait_event() -> str:
+            await event.wait()
+            return "woken"
+
+        waiting = ex.spawn(wait_event)
+        await anyio.wait_all_tasks_blocked()
+        assert not waiting.done()
+        event.set()
+        assert await waiting == "woken"
+
+
+async def test_cancel_done_job_returns_false() -> None:
+    async with Executor() as ex:
+        handle = ex.spawn(double, 1)
+        await handle
+        assert handle.cancel() is False
+        assert not handle.cancelled()
+
+
+async def test_cancelled_jobs_are_not_errors_at_exit() -> None:
+    async with Executor() as ex:
+        handle = ex.spawn(sleep_forever)
+        await anyio.wait_all_tasks_blocked()
+        handle.cancel()
+    assert handle.cancelled()
+
+
+async def test_job_that_swallows_cancellation_keeps_its_result() -> None:
+    async def stubborn() -> str:
+        try:
+            await anyio.sleep(math.inf)
+        except anyio.get_cancelled_exc_class():
+            pass
+        return "kept"
+
+    async with Executor() as ex:
+        handle = ex.spawn(stubborn)
+        await anyio.wait_all_tasks_blocked()
+        handle.cancel()
+        assert await handle == "kept"
+        assert not handle.cancelled()
+
+
+async def test_job_cancelling_itself_is_cancelled() -> None:
+    async def selfish() -> None:
+        me.cancel()
+        await anyio.lowlevel.checkpoint()
+
+    async with Executor() as ex:
+        me: JoinHandle[None] = ex.spawn(selfish)
+        with pytest.raises(JobCancelled):
+            await me
+
+
+# -- structure: errors, fail_fast, scope cancellation ---------------------------
+
+
+async def test_unretrieved_error_is_raised_from_the_block() -> None:
+    with pytest.RaisesGroup(pytest.RaisesExc(ValueError, match="lost")):
+        async with Executor() as ex:
+            ex.spawn(fail, "lost")
+
+
+async def test_every_unretrieved_error_is_in_the_group() -> None:
+    with pytest.raises(ExceptionGroup) as info:  # noqa: PT012 (the block under test)
+        async with Executor() as ex:
+            for i in range(3):
+                ex.spawn(fail, str(i))
+    assert sorted(str(e) for e in info.value.exceptions) == ["0", "1", "2"]
+
+
+async def test_retrieved_error_is_not_raised_again() -> None:
+    async with Executor() as ex:
+        handle = ex.spawn(fail, "seen")
+        with pytest.raises(ValueError, match="seen"):
+            await handle
+
+
+async def test_error_does_not_stop_other_jobs_without_fail_fast() -> None:
+    results: list[str] = []
+
+    async def job() -> None:
+        for _ in range(5):
+            await anyio.lowlevel.checkpoint()
+        results.append("done")
+
+    with pytest.raises(ExceptionGroup):  # noqa: PT012 (the block under test)
+        async with Executor() as ex:
+            ex.spawn(fail, "x")
+            for _ in range(3):
+                ex.spawn(job)
+    assert results == ["done"] * 3
+
+
+async def test_fail_fast_cancels_other_jobs_and_raises() -> None:
+    with pytest.raises(ExceptionGroup) as info:  # noqa: PT012 (the block under test)
+        async with Executor(fail_fast=True) as ex:
+            sleeper = ex.spawn(sleep_forever)
+            await anyio.wait_all_tasks_blocked()
+            ex.spawn(fail, "first")
+            await anyio.sleep(math.inf)
+    assert [str(e) for e in info.value.exceptions] == ["first"]
+    assert sleeper.cancelled()
+
+
+async def test_fail_fast_reports_the_failure_the_body_awaited() -> None:
+    with pytest.raises(ExceptionGroup) as info:  # noqa: PT012 (the block under test)
+        async with Executor(fail_fast=True) as ex:
+            ex.spawn(sleep_forever)
+            await ex.spawn(fail, "awaited")
+    assert [str(e) for e in info.value.exceptions] == ["awaited"]
+
+
+async def test_fail_fast_cancels_queued_jobs() -> None:
+    ran: list[str] = []
+
+    async def job() -> None:
+        ran.append("job")
+
+    with pytest.raises(ExceptionGroup):  # noqa: PT012 (the block under test)
+        async with Executor(1, fail_fast=True) as ex:
+            ex.spawn(fail, "x")
+            queued = ex.spawn(job)
+    assert ran == []
+    assert queued.cancelled()
+
+
+async def test_spawn_while_cancelling_returns_cancelled_handle() -> None:
+    with pytest.raises(ExceptionGroup):  # noqa: PT012 (the block under test)
+        async with Executor(fail_fast=True) as ex:
+            ex.spawn(fail, "x")
+            await anyio.wait_all_tasks_blocked()
+            late = ex.spawn(double, 1)
+            assert late.cancelled()
+
+
+async def test_cancelling_the_enclosing_scope_cancels_every_job() -> None:
+    with anyio.CancelScope() as scope:
+        async with Executor(2) as ex:
+            running = [ex.spawn(sleep_forever) for _ in range(2)]
+            queued = ex.spawn(sleep_forever)
+            await anyio.wait_all_tasks_blocked()
+            scope.cancel()
+    assert scope.cancelled_caught
+    assert all(h.cancelled() for h in [*running, queued])
+
+
+async def test_cancel_while_block_waits_for_jobs_cancels_them() -> None:
+    with anyio.move_on_after(0.01) as scope:
+        async with Executor() as ex:
+            handle = ex.spawn(sleep_forever)
+    assert scope.cancelled_caught
+    assert handle.cancelled()
+
+
+async def test_body_exception_cancels_jobs_and_is_raised_in_a_group() -> None:
+    with pytest.raises(ExceptionGroup) as info:  # noqa: PT012 (the block under test)
+        async with Executor() as ex:
+            handle = ex.spawn(sleep_forever)
+            await anyio.wait_all_tasks_blocked()
+            raise KeyError("body")
+    assert [type(e) for e in info.value.exceptions] == [KeyError]
+    assert handle.cancelled()
+
+
+async def test_body_exception_and_job_error_are_raised_together() -> None:
+    with pytest.raises(ExceptionGroup) as info:  # noqa: PT012 (the block under test)
+        async with Executor() as ex:
+            ex.spawn(fail, "job")
+            await anyio.wait_all_tasks_blocked()
+            raise KeyError("body")
+    assert sorted(type(e).__name__ for e in info.value.exceptions) == [
+        "KeyError",
+        "ValueError",
+    ]
+
+
+async def test_spawn_on_closed_executor_raises_runtime_error() -> None:
+    async with Executor() as ex:
+        pass
+    with pytest.raises(RuntimeError, match="closed"):
+        ex.spawn(double, 1)
+
+
+async def test_spawn_before_entering_raises_runtime_error() -> None:
+    with pytest.raises(RuntimeError, match="entered"):
+        Executor().spawn(double, 1)
+
+
+async def test_executor_cannot_be_entered_twice() -> None:
+    ex = Executor()
+    async with ex:
+        pass
+    with pytest.raises(RuntimeError, match="once"):
+        await ex.__aenter__()
+
+
+# -- bounded workers and backpressure -----------------------------------------
+
+
+async def test_max_workers_bounds_jobs_running_at_once() -> None:
+    running = 0
+    peak = 0
+
+    async def job() -> None:
+        nonlocal running, peak
+        running += 1
+        peak = max(peak, running)
+        for _ in range(3):
+            await anyio.lowlevel.checkpoint()
+        running -= 1
+
+    async with Executor(3) as ex:
+        for _ in range(30):
+            ex.spawn(job)
+    assert peak == 3
+
+
+async def test_submit_waits_while_queue_is_full() -> None:
+    release = anyio.Event()
+    submitted: list[int] = []
+
+    async def job() -> None:
+        await release.wait()
+
+    async with Executor(1, max_queued=2) as ex:
+        ex.spawn(job)  # runs
+        await anyio.wait_all_tasks_blocked()
+
+        async def producer() -> None:
+            for i in range(5):
+                await ex.submit(job)
+                submitted.append(i)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(producer)
+            await anyio.wait_all_tasks_blocked()
+            assert submitted == [0, 1]
+            assert ex.statistics().jobs_queued == 2
+            release.set()
+    assert submitted == [0, 1, 2, 3, 4]
+
+
+async def test_submit_without_limit_never_blocks() -> None:
+    async with Executor(1) as ex:
+        handles = [await ex.submit(double, i) for i in range(100)]
+        assert [await h for h in handles] == [2 * i for i in range(100)]
+
+
+async def test_cancelled_submit_spawns_nothing() -> None:
+    release = anyio.Event()
+
+    async def job() -> None:
+        await release.wait()
+
+    async with Executor(1, max_queued=1) as ex:
+        ex.spawn(job)
+        ex.spawn(job)
+        await anyio.wait_all_tasks_blocked()
+        with anyio.move_on_after(0) as scope:
+            await ex.submit(job)
+        assert scope.cancelled_caught
+        assert ex.statistics().jobs_pending == 2
+        release.set()
+
+
+# -- arguments ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "exc", "name"),
+    [
+        ({"max_workers": 0}, ValueError, "max_workers"),
+        ({"max_workers": 1.5}, TypeError, "max_workers"),
+        ({"max_queued": 0}, ValueError, "max_queued"),
+        ({"fail_fast": 1}, TypeError, "fail_fast"),
+        ({"max_per_second": 0}, ValueError, "max_per_second"),
+        ({"max_per_second": "1"}, TypeError, "max_per_second"),
+    ],
+)
+async def test_bad_constructor_argument_is_named(
+    kwargs: dict[str, Any], exc: type[Exception], name: str
+) -> None:
+    with pytest.raises(exc, match=name):
+        Executor(**kwargs)
+
+
+async def test_spawn_of_non_callable_raises_type_error() -> None:
+    async with Executor() as ex:
+        with pytest.raises(TypeError, match="fn"):
+            ex.spawn(42)  # type: ignore[arg-type]
+
+
+# -- asyncio's own cancellation sources -------------------------------------------
+
+
+async def test_asyncio_grant_then_cancel_raises_cancellation_not_outcome(
+    anyio_backend: Any,
+) -> None:
+    if anyio_backend[0] != "asyncio":
+        pytest.skip("the grant-then-cancel race exists on asyncio only")
+    import asyncio
+
+    release = anyio.Event()
+
+    async def blocker() -> None:
+        await release.wait()
+
+    async with Executor(1) as ex:
+        ex.spawn(blocker)
+        queued = ex.spawn(double, 1)
+        awaiter = asyncio.ensure_future(queued._join())
+        await anyio.wait_all_tasks_blocked()
+        # Settle the job (granting the parked awaiter) and cancel the
+        # awaiter in the same synchronous step.
+        queued.cancel()
+        awaiter.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await awaiter
+        with pytest.raises(JobCancelled):
+            await queued
+        release.set()
+
+
+async def test_asyncio_timeout_on_await_handle_leaves_job(anyio_backend: Any) -> None:
+    if anyio_backend[0] != "asyncio":
+        pytest.skip("asyncio.timeout is asyncio's")
+    import asyncio
+
+    release = anyio.Event()
+
+    async def job() -> int:
+        await release.wait()
+        return 9
+
+    async with Executor() as ex:
+        handle = ex.spawn(job)
+        with pytest.raises(TimeoutError):
+            async with asyncio.timeout(0):  # type: ignore[attr-defined,unused-ignore]
+                await handle
+        assert not handle.done()
+        release.set()
+        assert await handle == 9

@@ -1,0 +1,197 @@
+"""Executor.map: lazy input, ordering, windows, early close."""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import AsyncGenerator
+from contextlib import aclosing
+
+import anyio
+import anyio.lowlevel
+import pytest
+
+from anyio_prims.executor import Executor
+
+if sys.version_info < (3, 11):  # pragma: no cover
+    from exceptiongroup import ExceptionGroup  # type: ignore[import-not-found]
+
+pytestmark = pytest.mark.anyio
+
+
+async def double(x: int) -> int:
+    await anyio.lowlevel.checkpoint()
+    return 2 * x
+
+
+async def test_map_yields_results_in_input_order() -> None:
+    async def slow_first(x: int) -> int:
+        for _ in range(10 - x):
+            await anyio.lowlevel.checkpoint()
+        return x
+
+    async with Executor() as ex:
+        assert [r async for r in ex.map(slow_first, range(10))] == list(range(10))
+
+
+async def test_unordered_map_yields_every_result() -> None:
+    async with Executor(3) as ex:
+        results = [r async for r in ex.map(double, range(20), ordered=False)]
+    assert sorted(results) == [2 * i for i in range(20)]
+
+
+async def test_unordered_map_yields_results_as_jobs_finish() -> None:
+    async def slow_first(x: int) -> int:
+        for _ in range(20 * (5 - x)):
+            await anyio.lowlevel.checkpoint()
+        return x
+
+    async with Executor() as ex:
+        results = [r async for r in ex.map(slow_first, range(5), ordered=False)]
+    assert results[0] != 0
+    assert sorted(results) == list(range(5))
+
+
+async def test_map_accepts_async_iterable() -> None:
+    async def numbers() -> AsyncGenerator[int, None]:
+        for i in range(5):
+            yield i
+
+    async with Executor() as ex:
+        assert [r async for r in ex.map(double, numbers())] == [0, 2, 4, 6, 8]
+
+
+async def test_map_reads_endless_async_generator_lazily() -> None:
+    read = 0
+
+    async def endless() -> AsyncGenerator[int, None]:
+        nonlocal read
+        i = 0
+        while True:
+            read += 1
+            yield i
+            i += 1
+
+    async with Executor(4) as ex:
+        gen = endless()
+        async with aclosing(ex.map(double, gen)) as results:
+            got = []
+            async for r in results:
+                got.append(r)
+                if len(got) == 10:
+                    break
+        await gen.aclose()
+    assert got == [2 * i for i in range(10)]
+    assert read <= 10 + 4
+
+
+async def test_map_keeps_at_most_window_jobs_in_flight() -> None:
+    running = 0
+    peak = 0
+
+    async def job(x: int) -> int:
+        nonlocal running, peak
+        running += 1
+        peak = max(peak, running)
+        for _ in range(3):
+            await anyio.lowlevel.checkpoint()
+        running -= 1
+        return x
+
+    async with Executor() as ex:
+        assert [r async for r in ex.map(job, range(30), window=5)] == list(range(30))
+    assert peak <= 5
+
+
+async def test_closing_map_cancels_jobs_in_flight_and_stops_reading() -> None:
+    read: list[int] = []
+
+    def items() -> object:
+        for i in range(100):
+            read.append(i)
+            yield i
+
+    async def job(x: int) -> int:
+        if x == 0:
+            return 0
+        await anyio.sleep(math.inf)
+        return x
+
+    async with Executor(4) as ex:
+        results = ex.map(job, items())  # type: ignore[arg-type]
+        assert await results.__anext__() == 0
+        await results.aclose()
+        await anyio.wait_all_tasks_blocked()
+        assert ex.statistics().jobs_pending == 0
+        with pytest.raises(StopAsyncIteration):
+            await results.__anext__()
+    assert len(read) <= 5
+
+
+async def test_leaving_map_async_with_cancels_jobs() -> None:
+    async def job(x: int) -> int:
+        if x == 0:
+            return 0
+        await anyio.sleep(math.inf)
+        return x
+
+    async with Executor(4) as ex:
+        async with ex.map(job, range(10)) as results:
+            async for r in results:
+                assert r == 0
+                break
+        await anyio.wait_all_tasks_blocked()
+        assert ex.statistics().jobs_pending == 0
+
+
+async def test_abandoned_map_does_not_keep_block_open() -> None:
+    async def endless() -> AsyncGenerator[int, None]:
+        i = 0
+        while True:
+            yield i
+            i += 1
+
+    gen = endless()
+    async with Executor(2) as ex:
+        results = ex.map(double, gen)
+        assert await results.__anext__() == 0
+    await gen.aclose()
+
+
+async def test_map_job_error_is_raised_at_its_turn() -> None:
+    async def job(x: int) -> int:
+        if x == 2:
+            raise ValueError("two")
+        return x
+
+    async with Executor() as ex:
+        results = ex.map(job, range(4))
+        assert await results.__anext__() == 0
+        assert await results.__anext__() == 1
+        with pytest.raises(ValueError, match="two"):
+            await results.__anext__()
+        assert [r async for r in results] == [3]
+
+
+async def test_undelivered_map_error_is_raised_at_exit() -> None:
+    async def job(x: int) -> int:
+        if x == 1:
+            raise ValueError("never delivered")
+        for _ in range(5):
+            await anyio.lowlevel.checkpoint()
+        return x
+
+    with pytest.raises(ExceptionGroup) as info:  # noqa: PT012 (the block under test)
+        async with Executor() as ex:
+            results = ex.map(job, range(2))
+            assert await results.__anext__() == 0
+            await results.aclose()
+    assert [str(e) for e in info.value.exceptions] == ["never delivered"]
+
+
+async def test_map_rejects_non_iterable() -> None:
+    async with Executor() as ex:
+        with pytest.raises(TypeError, match="iterable"):
+            ex.map(double, 5)  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match="window"):
+            ex.map(double, [], window=0)

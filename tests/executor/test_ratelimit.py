@@ -1,0 +1,74 @@
+"""Executor(max_per_second=...): job starts spaced evenly (GCRA)."""
+
+from __future__ import annotations
+
+import anyio
+import anyio.lowlevel
+import pytest
+
+from anyio_prims.executor import Executor
+
+
+async def _record_starts(n: int, rate: float, max_workers: int | None) -> list[float]:
+    starts: list[float] = []
+
+    async def job() -> None:
+        starts.append(anyio.current_time())
+        await anyio.lowlevel.checkpoint()
+
+    async with Executor(max_workers, max_per_second=rate) as ex:
+        for _ in range(n):
+            ex.spawn(job)
+    return starts
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("max_workers", [None, 2])
+async def test_rate_limit_makes_n_starts_span_n_minus_1_intervals(
+    max_workers: int | None,
+) -> None:
+    # A lower bound on the backend's own clock: the first job starts in the
+    # step that reserves its slot, and the last sleeps until its slot, four
+    # intervals later, so this cannot flake on a slow machine.  (Single gaps
+    # can be shorter than an interval when a wake-up runs late.)
+    starts = await _record_starts(5, 100.0, max_workers)
+    assert len(starts) == 5
+    assert starts == sorted(starts)
+    assert starts[-1] - starts[0] >= 0.04 - 1e-3
+
+
+@pytest.mark.parametrize("max_workers", [None, 1, 3])
+def test_rate_limit_starts_on_exact_slots_with_trio_fake_clock(
+    max_workers: int | None,
+) -> None:
+    pytest.importorskip("trio")
+    from trio.testing import MockClock
+
+    clock = MockClock(autojump_threshold=0)
+    starts = anyio.run(
+        _record_starts,
+        6,
+        4.0,
+        max_workers,
+        backend="trio",
+        backend_options={"clock": clock},
+    )
+    first = starts[0]
+    assert [round(s - first, 9) for s in starts] == [0.0, 0.25, 0.5, 0.75, 1.0, 1.25]
+
+
+@pytest.mark.anyio
+async def test_cancelled_job_waiting_for_its_slot_never_runs() -> None:
+    ran: list[int] = []
+
+    async def job(i: int) -> None:
+        ran.append(i)
+
+    async with Executor(1, max_per_second=20.0) as ex:
+        ex.spawn(job, 0)
+        second = ex.spawn(job, 1)
+        third = ex.spawn(job, 2)
+        second.cancel()
+    assert ran == [0, 2]
+    assert second.cancelled()
+    assert third.done()
