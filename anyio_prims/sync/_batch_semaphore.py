@@ -50,9 +50,10 @@ class BatchSemaphoreStatistics:
 
 def check_count(value: object, name: str) -> int:
     """``value`` as a positive permit count, or a TypeError/ValueError naming it."""
-    if type(value) is not int:
-        if not isinstance(value, int) or isinstance(value, bool):
-            raise TypeError(f"{name} must be an int, not {type(value).__name__}")
+    if type(value) is not int and (
+        not isinstance(value, int) or isinstance(value, bool)
+    ):
+        raise TypeError(f"{name} must be an int, not {type(value).__name__}")
     if value < 1:
         raise ValueError(f"{name} must be >= 1, got {value}")
     return value
@@ -171,7 +172,7 @@ class BatchSemaphore:
             while (head := waiters.peek()) is not None and head.payload <= self._value:
                 waiters.pop()
                 self._value -= head.payload
-                head.grant()
+                head.grant(head.payload)  # what _give_back() returns
         elif self._value > 0 and waiters:
             left = self._value
 
@@ -184,7 +185,7 @@ class BatchSemaphore:
 
             for waiter in waiters.take_where(fits):
                 self._value -= waiter.payload
-                waiter.grant()
+                waiter.grant(waiter.payload)
 
     def close(self) -> None:
         """Fail every queued and later :meth:`acquire` with ClosedResourceError.
