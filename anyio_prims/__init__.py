@@ -10,16 +10,31 @@ from .executor import (
     JoinHandle,
     MapIterator,
 )
-from .sync import BatchSemaphore, BatchSemaphoreStatistics, RWLock, RWLockStatistics
+from .sync import (
+    BatchSemaphore,
+    BatchSemaphoreStatistics,
+    CapacityLimiter,
+    Condition,
+    Event,
+    Lock,
+    RWLock,
+    RWLockStatistics,
+    Semaphore,
+)
 
 __all__ = [
     "BatchSemaphore",
     "BatchSemaphoreStatistics",
+    "CapacityLimiter",
+    "Condition",
+    "Event",
     "Executor",
     "ExecutorStatistics",
     "JobCancelled",
     "JoinHandle",
+    "Lock",
     "MapIterator",
     "RWLock",
     "RWLockStatistics",
+    "Semaphore",
 ]

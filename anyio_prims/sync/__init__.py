@@ -4,11 +4,19 @@
 from __future__ import annotations
 
 from ._batch_semaphore import BatchSemaphore, BatchSemaphoreStatistics
+from ._event import Condition, Event
+from ._limiter import CapacityLimiter
+from ._lock import Lock, Semaphore
 from ._rwlock import RWLock, RWLockStatistics
 
 __all__ = [
     "BatchSemaphore",
     "BatchSemaphoreStatistics",
+    "CapacityLimiter",
+    "Condition",
+    "Event",
+    "Lock",
     "RWLock",
     "RWLockStatistics",
+    "Semaphore",
 ]

@@ -1,0 +1,244 @@
+# Event and Condition: drop-in replacements for anyio.Event and
+# anyio.Condition, each parked directly on a WaitQueue of its own.
+#
+# Event: a flag that goes from unset to set once.  set() grants every parked
+# waiter in one pass (drain); no per-wait anyio.Event is allocated, unlike
+# AnyIO's Condition.  Invariant: ``_flag`` implies the queue is empty (set()
+# drains it, and wait() on a set event never parks).  wait() on a set event
+# is a checkpoint, as in AnyIO; on an unset one it parks, which is one.  A
+# waiter granted by set() and cancelled before it runs raises the
+# cancellation (the no-op ``give_back`` makes park() propagate it), as
+# AnyIO's asyncio Event does: nothing was consumed, the event stays set.
+#
+# Condition: a WaitQueue of notification waiters beside a Lock from _lock.py.
+# wait() releases the lock, parks, and re-acquires the lock shielded before
+# it returns or raises, so the caller always holds the lock afterwards.  A
+# waiter notified and then cancelled before it runs passes its notification
+# to the next waiter (``give_back``), so notify(n) wakes n tasks that act on
+# it whenever n tasks wait.  Deviation from AnyIO, in the caller's favour: a
+# plain asyncio ``task.cancel()`` goes through AnyIO's shield, so while
+# re-acquiring, wait() catches such a cancellation, finishes re-acquiring and
+# only then raises it; AnyIO's Condition raises it without the lock.
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from types import TracebackType
+from typing import TypeVar
+
+import anyio
+
+from .._core import WaitQueue, checkpoint, checkpoint_if_cancelled, current_task
+from ._lock import Lock
+
+T = TypeVar("T")
+
+
+def _nothing_to_give_back(value: object) -> None:
+    """``give_back`` of a wait that consumed nothing: let the cancellation through."""
+
+
+class Event:
+    """A one-shot flag tasks can wait for: a drop-in for :class:`anyio.Event`.
+
+    Can be created outside a running event loop.
+    """
+
+    __slots__ = ("__weakref__", "_flag", "_waiters")
+
+    def __init__(self) -> None:
+        self._flag = False
+        self._waiters: WaitQueue[None] = WaitQueue()
+
+    def set(self) -> None:
+        """Set the flag and wake every waiting task.  Idempotent.
+
+        Never blocks; not a checkpoint.
+        """
+        if self._flag:
+            return
+        self._flag = True
+        if self._waiters.parked:
+            for waiter in self._waiters.drain():
+                waiter.grant()
+
+    def is_set(self) -> bool:
+        """Whether :meth:`set` has been called."""
+        return self._flag
+
+    async def wait(self) -> None:
+        """Wait until the flag is set.
+
+        Blocks while the flag is unset.  Always a checkpoint, also when the
+        flag is already set (as in AnyIO).  If cancelled, the cancellation
+        propagates; the event is unaffected.
+        """
+        if self._flag:
+            await checkpoint()
+            return
+        await self._waiters.park(None, _nothing_to_give_back)
+
+    def statistics(self) -> anyio.EventStatistics:
+        """A snapshot: ``tasks_waiting``."""
+        return anyio.EventStatistics(len(self._waiters))
+
+    def __repr__(self) -> str:
+        state = "set" if self._flag else "unset"
+        return f"<{type(self).__name__} {state} waiting={len(self._waiters)}>"
+
+
+class Condition:
+    """A condition variable: a drop-in for :class:`anyio.Condition`.
+
+    :param lock: the :class:`Lock` to use (an anyio_prims Lock); a new one
+        if ``None``
+
+    ``async with cond:`` acquires the lock for the block.  Waiters are
+    notified in arrival order.
+    """
+
+    __slots__ = ("__weakref__", "_lock", "_waiters")
+
+    def __init__(self, lock: Lock | None = None) -> None:
+        if lock is None:
+            lock = Lock()
+        elif not isinstance(lock, Lock):
+            raise TypeError(
+                f"lock must be an anyio_prims Lock, not {type(lock).__name__}"
+            )
+        self._lock = lock
+        self._waiters: WaitQueue[None] = WaitQueue()
+
+    def _check_acquired(self) -> None:
+        if self._lock._owner is not current_task():
+            raise RuntimeError("The current task is not holding the underlying lock")
+
+    async def acquire(self) -> None:
+        """Acquire the underlying lock: as :meth:`Lock.acquire`."""
+        await self._lock.acquire()
+
+    def acquire_nowait(self) -> None:
+        """Acquire the underlying lock without blocking.  Not a checkpoint.
+
+        :raises anyio.WouldBlock: if the lock is held or has waiters
+        """
+        self._lock.acquire_nowait()
+
+    def release(self) -> None:
+        """Release the underlying lock.  Not a checkpoint.
+
+        :raises RuntimeError: if the current task does not hold it
+        """
+        self._lock.release()
+
+    def locked(self) -> bool:
+        """Whether the underlying lock is held."""
+        return self._lock.locked()
+
+    def notify(self, n: int = 1) -> None:
+        """Wake the first ``n`` waiting tasks (fewer if fewer wait).
+
+        Never blocks; not a checkpoint.  A woken task runs once it has
+        re-acquired the lock.
+
+        :raises RuntimeError: if the current task does not hold the lock
+        """
+        self._check_acquired()
+        waiters = self._waiters
+        for _ in range(n):
+            waiter = waiters.pop()
+            if waiter is None:
+                break
+            waiter.grant()
+
+    def notify_all(self) -> None:
+        """Wake every waiting task.  Never blocks; not a checkpoint.
+
+        :raises RuntimeError: if the current task does not hold the lock
+        """
+        self._check_acquired()
+        for waiter in self._waiters.drain():
+            waiter.grant()
+
+    def _pass_on(self, value: object) -> None:
+        # A notified waiter was cancelled before it ran: wake the next one.
+        waiter = self._waiters.pop()
+        if waiter is not None:
+            waiter.grant()
+
+    async def wait(self) -> None:
+        """Release the lock, wait for a notification, re-acquire the lock.
+
+        Blocks until :meth:`notify` or :meth:`notify_all` wakes this task
+        and the lock is free again.  Always a checkpoint.  Whether it returns
+        or raises, the task holds the lock afterwards: the re-acquisition is
+        shielded from cancellation.  If cancelled before it releases the
+        lock, nothing happens; if cancelled while waiting, the cancellation
+        propagates once the lock is re-acquired; if notified and cancelled
+        before it runs, the notification passes to the next waiter.
+
+        :raises RuntimeError: if the current task does not hold the lock
+        """
+        await checkpoint_if_cancelled()
+        self._check_acquired()
+        self._lock.release()
+        try:
+            await self._waiters.park(None, self._pass_on)
+        except BaseException:
+            await self._reacquire()
+            raise
+        cancelled = await self._reacquire()
+        if cancelled is not None:
+            raise cancelled
+
+    async def _reacquire(self) -> BaseException | None:
+        """Acquire the lock whatever cancellation arrives meanwhile.
+
+        Returns the cancellation caught on the way, if any (only a plain
+        asyncio ``task.cancel()`` gets through the shield), for the caller
+        to raise once it holds the lock.
+        """
+        caught: BaseException | None = None
+        while True:
+            try:
+                with anyio.CancelScope(shield=True):
+                    await self._lock.acquire()
+            except anyio.get_cancelled_exc_class() as exc:
+                caught = exc
+            else:
+                return caught
+
+    async def wait_for(self, predicate: Callable[[], T]) -> T:
+        """Wait until ``predicate()`` is true; return its value.
+
+        Calls ``predicate`` with the lock held, first at once and then after
+        each notification; as :meth:`wait` otherwise (a checkpoint only when
+        it waits: a predicate already true returns at once).
+
+        :raises RuntimeError: if the current task does not hold the lock
+            (when it has to wait)
+        """
+        while not (result := predicate()):
+            await self.wait()
+        return result
+
+    def statistics(self) -> anyio.ConditionStatistics:
+        """A snapshot: ``tasks_waiting`` and the lock's statistics."""
+        return anyio.ConditionStatistics(len(self._waiters), self._lock.statistics())
+
+    def __aenter__(self) -> Awaitable[None]:
+        # The lock's acquire() coroutine itself: no extra frame per block.
+        return self._lock.acquire()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_val: BaseException | None,
+        exc_tb: TracebackType | None,
+    ) -> None:
+        self._lock.release()
+
+    def __repr__(self) -> str:
+        return (
+            f"<{type(self).__name__} locked={self._lock.locked()} "
+            f"waiting={len(self._waiters)}>"
+        )

@@ -1,0 +1,234 @@
+# CapacityLimiter: a drop-in replacement for anyio.CapacityLimiter, parked on
+# a WaitQueue whose waiters carry their borrower.
+#
+# Same constructor (an int or math.inf), writable total_tokens, borrower
+# rules, statistics class, exception types and messages as AnyIO 4, and
+# creatable outside a running event loop.  Every acquire is a checkpoint
+# (STRICT), as in AnyIO; the checkpoint comes before the fast path.
+#
+# Why not a BatchSemaphore underneath, as Lock and Semaphore have: a limiter
+# must record the *borrower* at the moment it grants a token, before the
+# woken task runs (AnyIO does; statistics(), a later release_on_behalf_of()
+# and total_tokens changes all see it), while BatchSemaphore's waiters carry
+# only a permit count.  Tokens here are one at a time, so the batch logic
+# would buy nothing; the waiters carry the borrower instead.
+#
+# State and invariants:
+#   _total_tokens  an int >= 0 or math.inf, as set
+#   _borrowers     the borrowers holding a token (including those granted one
+#                  whose task has not run yet); the tokens in use are
+#                  len(_borrowers), which may exceed _total_tokens after the
+#                  total shrinks (nobody is granted until it drops below)
+#   _waiters       FIFO of parked acquirers; a waiter's payload is its borrower
+#   live waiters exist  =>  len(_borrowers) >= _total_tokens
+# kept by _grant_waiters() after every release, total_tokens increase and
+# grant given back.  A waiter granted and then cancelled before it runs
+# (asyncio ``task.cancel()``) gives its token back through ``_give_back``:
+# its borrower leaves _borrowers and the next waiter is granted.
+from __future__ import annotations
+
+import math
+from types import TracebackType
+
+import anyio
+
+from .._core import WaitQueue, checkpoint, current_task
+
+_ALREADY_HOLDING = (
+    "this borrower is already holding one of this CapacityLimiter's tokens"
+)
+_NOT_HOLDING = "this borrower isn't holding any of this CapacityLimiter's tokens"
+
+
+class CapacityLimiter:
+    """A pool of tokens, at most one per borrower: a drop-in for
+    :class:`anyio.CapacityLimiter`.
+
+    :param total_tokens: the number of tokens (an ``int >= 0`` or
+        ``math.inf``); writable later through :attr:`total_tokens`
+
+    A borrower is the current task (:meth:`acquire`, :meth:`release`) or any
+    hashable object (the ``*_on_behalf_of`` methods).  ``async with limiter:``
+    borrows a token for the current task for the block.  Waiters are served
+    in arrival order.
+    """
+
+    __slots__ = ("__weakref__", "_borrowers", "_total_tokens", "_waiters")
+
+    def __init__(self, total_tokens: float) -> None:
+        self._total_tokens: float = 0
+        self._borrowers: set[object] = set()
+        self._waiters: WaitQueue[object] = WaitQueue()
+        self.total_tokens = total_tokens
+
+    @property
+    def total_tokens(self) -> float:
+        """The total number of tokens (an int or ``math.inf``); writable.
+
+        Raising it grants tokens to as many waiting tasks as now fit, in
+        order.  Lowering it below the tokens in use takes nothing back: new
+        borrowers wait until enough are released.
+
+        :raises TypeError: if set to neither an int nor ``math.inf``
+        :raises ValueError: if set below 0
+        """
+        return self._total_tokens
+
+    @total_tokens.setter
+    def total_tokens(self, value: float) -> None:
+        if not isinstance(value, int) and not (
+            isinstance(value, float) and math.isinf(value)
+        ):
+            raise TypeError("total_tokens must be an int or math.inf")
+        if value < 0:
+            raise ValueError("total_tokens must be >= 0")
+        self._total_tokens = value
+        if self._waiters.parked:
+            self._grant_waiters()
+
+    @property
+    def borrowed_tokens(self) -> int:
+        """The number of tokens borrowed now."""
+        return len(self._borrowers)
+
+    @property
+    def available_tokens(self) -> float:
+        """The number of tokens that can be borrowed now (negative while the
+        total is below the tokens in use)."""
+        return self._total_tokens - len(self._borrowers)
+
+    async def acquire(self) -> None:
+        """Borrow a token for the current task, blocking until one is free.
+
+        Blocks while no token is free or other tasks wait (FIFO).  Always a
+        checkpoint.  If cancelled, the call holds nothing: a token handed to
+        it meanwhile goes to the next waiter, or back to the pool.
+
+        :raises RuntimeError: if the current task already holds a token
+        """
+        await checkpoint()
+        borrower = current_task()
+        borrowers = self._borrowers
+        if (
+            len(borrowers) < self._total_tokens
+            and not self._waiters.parked
+            and borrower not in borrowers
+        ):
+            borrowers.add(borrower)
+            return
+        await self._acquire_blocking(borrower)
+
+    async def acquire_on_behalf_of(self, borrower: object) -> None:
+        """Borrow a token for ``borrower``, blocking until one is free.
+
+        As :meth:`acquire`, for any hashable ``borrower``.
+
+        :raises RuntimeError: if ``borrower`` already holds a token
+        """
+        await checkpoint()
+        borrowers = self._borrowers
+        if (
+            len(borrowers) < self._total_tokens
+            and not self._waiters.parked
+            and borrower not in borrowers
+        ):
+            borrowers.add(borrower)
+            return
+        await self._acquire_blocking(borrower)
+
+    async def _acquire_blocking(self, borrower: object) -> None:
+        if borrower in self._borrowers:
+            raise RuntimeError(_ALREADY_HOLDING)
+        if len(self._borrowers) < self._total_tokens and not self._waiters:
+            self._borrowers.add(borrower)
+            return
+        await self._waiters.park(borrower, self._give_back)
+
+    def acquire_nowait(self) -> None:
+        """Borrow a token for the current task without blocking.
+
+        Not a checkpoint.
+
+        :raises anyio.WouldBlock: if no token is free or other tasks wait
+        :raises RuntimeError: if the current task already holds a token
+        """
+        self.acquire_on_behalf_of_nowait(current_task())
+
+    def acquire_on_behalf_of_nowait(self, borrower: object) -> None:
+        """Borrow a token for ``borrower`` without blocking.  Not a checkpoint.
+
+        :raises anyio.WouldBlock: if no token is free or other tasks wait
+        :raises RuntimeError: if ``borrower`` already holds a token
+        """
+        borrowers = self._borrowers
+        if borrower in borrowers:
+            raise RuntimeError(_ALREADY_HOLDING)
+        if self._waiters or len(borrowers) >= self._total_tokens:
+            raise anyio.WouldBlock
+        borrowers.add(borrower)
+
+    def release(self) -> None:
+        """Return the current task's token; the first waiter gets it.
+
+        Never blocks; not a checkpoint.
+
+        :raises RuntimeError: if the current task holds no token
+        """
+        self.release_on_behalf_of(current_task())
+
+    def release_on_behalf_of(self, borrower: object) -> None:
+        """Return ``borrower``'s token; the first waiter gets it.
+
+        Never blocks; not a checkpoint.
+
+        :raises RuntimeError: if ``borrower`` holds no token
+        """
+        try:
+            self._borrowers.remove(borrower)
+        except KeyError:
+            raise RuntimeError(_NOT_HOLDING) from None
+        if self._waiters.parked:
+            self._grant_waiters()
+
+    def _give_back(self, borrower: object) -> None:
+        # Granted, then cancelled before it ran: the token goes on.
+        self._borrowers.discard(borrower)
+        self._grant_waiters()
+
+    def _grant_waiters(self) -> None:
+        borrowers = self._borrowers
+        waiters = self._waiters
+        while len(borrowers) < self._total_tokens:
+            waiter = waiters.pop()
+            if waiter is None:
+                return
+            borrower = waiter.payload
+            borrowers.add(borrower)
+            waiter.grant(borrower)  # what _give_back receives
+
+    def statistics(self) -> anyio.CapacityLimiterStatistics:
+        """A snapshot: ``borrowed_tokens``, ``total_tokens``, ``borrowers``
+        (the borrower objects: tasks for :meth:`acquire`), ``tasks_waiting``."""
+        return anyio.CapacityLimiterStatistics(
+            borrowed_tokens=len(self._borrowers),
+            total_tokens=self._total_tokens,
+            borrowers=tuple(self._borrowers),
+            tasks_waiting=len(self._waiters),
+        )
+
+    # ``async with limiter:`` runs acquire() itself: no extra coroutine frame.
+    __aenter__ = acquire
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_val: BaseException | None,
+        exc_tb: TracebackType | None,
+    ) -> None:
+        self.release()
+
+    def __repr__(self) -> str:
+        return (
+            f"<{type(self).__name__} {len(self._borrowers)}/{self._total_tokens} "
+            f"waiting={len(self._waiters)}>"
+        )

@@ -1,0 +1,260 @@
+# Lock and Semaphore: drop-in replacements for anyio.Lock and anyio.Semaphore,
+# each a thin shell around a fair BatchSemaphore.
+#
+# Same constructors, methods, properties, statistics classes, exception types
+# and messages as AnyIO 4 (its asyncio backend's wording where the backends
+# differ), and creatable outside a running event loop; switching is a change
+# of import.
+#
+# Composition, not inheritance: BatchSemaphore's API (acquire(n), hold(),
+# close(), its statistics) is not a lock's, and overriding it with narrower
+# signatures would break substitutability.  The fast paths still add no
+# coroutine frame: they test and update the semaphore's ``_value`` and
+# ``_waiters.parked`` inline, exactly as BatchSemaphore.acquire does, and only
+# the contended path calls into it (``_acquire_blocking``, which parks with
+# ``_give_back`` so a grant that meets a cancellation goes to the next waiter).
+#
+# Checkpoints: STRICT by default, as AnyIO: every acquire() is a checkpoint,
+# taken before the fast path so that a cancellation there leaves nothing
+# acquired (AnyIO takes the lock first and then yields, shielded; the only
+# visible difference is that other tasks run before the lock is taken, not
+# after).  ``fast_acquire=True`` selects the BUDGETED mode: a checkpoint at
+# least once every 64 calls instead of AnyIO's per-call cancellation check
+# (a deliberate deviation, see docs/semantics.md).
+#
+# Lock invariants:
+#   _sem._value == 1  iff  nobody holds the lock and nobody has been handed it;
+#   _owner            the task holding the lock once it runs, else None.
+# release() hands the lock straight to the first waiter (``_value`` stays 0);
+# the waiter records itself as ``_owner`` when it resumes, because the
+# semaphore's waiters carry a permit count, not a task.  In between, locked()
+# is True and statistics().owner is None (AnyIO already names the new owner).
+# The handed-over lock cannot be lost: a waiter cancelled after the grant
+# gives it back (``_give_back``) before it could record itself.
+from __future__ import annotations
+
+from types import TracebackType
+
+import anyio
+
+from .._core import BUDGET, BUDGETED, STRICT, checkpoint, current_task, task_info
+from ._batch_semaphore import BatchSemaphore
+
+
+class Lock:
+    """A mutual exclusion lock owned by the task that acquires it.
+
+    A drop-in replacement for :class:`anyio.Lock`; ``async with lock:``
+    acquires it for the block.  Waiters are served in arrival order.
+
+    :param fast_acquire: if ``True``, an uncontended :meth:`acquire` reaches
+        a checkpoint only once every 64 calls (AnyIO checks for cancellation
+        on every call without yielding); by default every acquire is a
+        checkpoint, as in AnyIO
+    """
+
+    __slots__ = ("__weakref__", "_mode", "_owner", "_sem")
+
+    def __init__(self, *, fast_acquire: bool = False) -> None:
+        self._mode = BUDGETED if fast_acquire else STRICT
+        self._owner: object | None = None
+        self._sem = BatchSemaphore(1)
+
+    async def acquire(self) -> None:
+        """Acquire the lock, blocking until it is free.
+
+        Blocks while another task holds the lock or waits for it (FIFO).  A
+        checkpoint on every call (with ``fast_acquire=True``: when it blocks,
+        and otherwise at least once every 64 calls).  If cancelled, the call
+        holds nothing: a lock handed to it meanwhile goes to the next waiter,
+        or becomes free.
+
+        :raises RuntimeError: if the current task already holds the lock
+        """
+        if self._mode == STRICT or BUDGET.spend():
+            await checkpoint()
+        sem = self._sem
+        task = current_task()
+        if sem._value > 0 and not sem._waiters.parked:
+            sem._value = 0
+            self._owner = task
+            return
+        if self._owner is task:
+            raise RuntimeError("Attempted to acquire an already held Lock")
+        await sem._acquire_blocking(1)
+        self._owner = task
+
+    def acquire_nowait(self) -> None:
+        """Acquire the lock without blocking.  Not a checkpoint.
+
+        :raises anyio.WouldBlock: if the lock is held or has waiters
+        :raises RuntimeError: if the current task already holds the lock
+        """
+        sem = self._sem
+        task = current_task()
+        if sem._value > 0 and not sem._waiters:
+            sem._value = 0
+            self._owner = task
+            return
+        if self._owner is task:
+            raise RuntimeError("Attempted to acquire an already held Lock")
+        raise anyio.WouldBlock
+
+    def release(self) -> None:
+        """Release the lock, handing it to the first waiter if there is one.
+
+        Never blocks; not a checkpoint.
+
+        :raises RuntimeError: if the current task does not hold the lock
+        """
+        if self._owner is not current_task():
+            raise RuntimeError("The current task is not holding this lock")
+        self._owner = None
+        sem = self._sem
+        sem._value = 1
+        if sem._waiters.parked:
+            sem._grant_waiters()
+
+    def locked(self) -> bool:
+        """Whether the lock is held (or has been handed to a waiter)."""
+        return self._sem._value < 1
+
+    def statistics(self) -> anyio.LockStatistics:
+        """A snapshot: ``locked``, the ``owner`` task's info, ``tasks_waiting``."""
+        owner = self._owner
+        return anyio.LockStatistics(
+            self._sem._value < 1,
+            task_info(owner) if owner is not None else None,
+            len(self._sem._waiters),
+        )
+
+    # ``async with lock:`` runs acquire() itself: no extra coroutine frame.
+    __aenter__ = acquire
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_val: BaseException | None,
+        exc_tb: TracebackType | None,
+    ) -> None:
+        self.release()
+
+    def __repr__(self) -> str:
+        state = "locked" if self._sem._value < 1 else "unlocked"
+        return f"<{type(self).__name__} {state} waiting={len(self._sem._waiters)}>"
+
+
+class Semaphore:
+    """A counting semaphore: a drop-in replacement for :class:`anyio.Semaphore`.
+
+    :param initial_value: the starting value (an ``int >= 0``)
+    :param max_value: if given, :meth:`release` raises ``ValueError`` rather
+        than raise the value above it
+    :param fast_acquire: if ``True``, an uncontended :meth:`acquire` reaches
+        a checkpoint only once every 64 calls; by default every acquire is a
+        checkpoint, as in AnyIO
+
+    Waiters are served in arrival order; :meth:`release` hands its unit
+    straight to the first waiter, so :attr:`value` stays 0 while any task
+    waits.
+    """
+
+    __slots__ = ("__weakref__", "_max_value", "_mode", "_sem")
+
+    def __init__(
+        self,
+        initial_value: int,
+        *,
+        max_value: int | None = None,
+        fast_acquire: bool = False,
+    ) -> None:
+        if not isinstance(initial_value, int):
+            raise TypeError("initial_value must be an integer")
+        if initial_value < 0:
+            raise ValueError("initial_value must be >= 0")
+        if max_value is not None:
+            if not isinstance(max_value, int):
+                raise TypeError("max_value must be an integer or None")
+            if max_value < initial_value:
+                raise ValueError(
+                    "max_value must be equal to or higher than initial_value"
+                )
+        self._max_value = max_value
+        self._mode = BUDGETED if fast_acquire else STRICT
+        self._sem = BatchSemaphore(int(initial_value))
+
+    async def acquire(self) -> None:
+        """Decrement the value, blocking while it is 0 or other tasks wait.
+
+        A checkpoint on every call (with ``fast_acquire=True``: when it
+        blocks, and otherwise at least once every 64 calls).  If cancelled,
+        the call holds nothing: a unit handed to it meanwhile goes to the
+        next waiter, or back to the value.
+        """
+        if self._mode == STRICT or BUDGET.spend():
+            await checkpoint()
+        sem = self._sem
+        if sem._value > 0 and not sem._waiters.parked:
+            sem._value -= 1
+            return
+        await sem._acquire_blocking(1)
+
+    def acquire_nowait(self) -> None:
+        """Decrement the value without blocking.  Not a checkpoint.
+
+        :raises anyio.WouldBlock: if the value is 0 (or other tasks wait)
+        """
+        self._sem.acquire_nowait()
+
+    def release(self) -> None:
+        """Increment the value, or hand the unit to the first waiter.
+
+        Never blocks; not a checkpoint.
+
+        :raises ValueError: if the value would exceed ``max_value``
+        """
+        sem = self._sem
+        if self._max_value is not None and sem._value >= self._max_value:
+            raise ValueError("semaphore released too many times")
+        sem._value += 1
+        if sem._waiters.parked:
+            sem._grant_waiters()
+
+    @property
+    def value(self) -> int:
+        """The current value: units that can be acquired without blocking."""
+        return int(self._sem._value)
+
+    @property
+    def max_value(self) -> int | None:
+        """The ceiling :meth:`release` enforces, or ``None``."""
+        return self._max_value
+
+    def statistics(self) -> anyio.SemaphoreStatistics:
+        """A snapshot: ``tasks_waiting``."""
+        return anyio.SemaphoreStatistics(len(self._sem._waiters))
+
+    async def __aenter__(self) -> Semaphore:
+        # acquire() inlined: ``async with sem:`` costs no extra frame.
+        if self._mode == STRICT or BUDGET.spend():
+            await checkpoint()
+        sem = self._sem
+        if sem._value > 0 and not sem._waiters.parked:
+            sem._value -= 1
+            return self
+        await sem._acquire_blocking(1)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_val: BaseException | None,
+        exc_tb: TracebackType | None,
+    ) -> None:
+        self.release()
+
+    def __repr__(self) -> str:
+        return (
+            f"<{type(self).__name__} value={int(self._sem._value)} "
+            f"max_value={self._max_value} waiting={len(self._sem._waiters)}>"
+        )

@@ -1,0 +1,361 @@
+"""anyio_prims Lock: the drop-in for anyio.Lock."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from functools import partial
+
+import anyio
+import anyio.lowlevel
+import pytest
+
+from anyio_prims._core import BUDGET, BUDGET_SIZE, WAITER_STATS
+from anyio_prims.sync._lock import Lock
+
+from ._sync_support import (
+    CANCEL_SOURCES,
+    assert_schedule_point,
+    cancel_while_blocked,
+    settle,
+    skip_if_unsupported,
+    start_in_order,
+    task_id,
+)
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def asyncio_only(anyio_backend_name: str) -> None:
+    if anyio_backend_name != "asyncio":
+        pytest.skip("asyncio's own cancellation")
+
+
+@asynccontextmanager
+async def held_by_another_task(lock: Lock) -> AsyncIterator[None]:
+    """Hold ``lock`` in a helper task for the block; released at its end."""
+    done = anyio.Event()
+
+    async def hold() -> None:
+        async with lock:
+            await done.wait()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(hold)
+        await settle()
+        assert lock.locked()
+        yield
+        done.set()
+
+
+def test_created_outside_an_event_loop() -> None:
+    lock = Lock()
+    assert not lock.locked()
+    assert lock.statistics() == anyio.LockStatistics(False, None, 0)
+
+
+async def test_uncontended_acquire_and_release() -> None:
+    lock = Lock()
+    await lock.acquire()
+    assert lock.locked()
+    lock.release()
+    assert not lock.locked()
+
+
+async def test_async_with_holds_the_lock_for_the_block() -> None:
+    lock = Lock()
+    async with lock as entered:
+        assert entered is None
+        assert lock.locked()
+    assert not lock.locked()
+
+
+async def test_uncontended_acquire_creates_no_waiter() -> None:
+    lock = Lock()
+    created = WAITER_STATS.created
+    for _ in range(10):
+        async with lock:
+            pass
+    assert WAITER_STATS.created == created
+
+
+async def test_acquire_nowait_takes_a_free_lock() -> None:
+    lock = Lock()
+    lock.acquire_nowait()
+    assert lock.statistics().owner == anyio.get_current_task()
+    lock.release()
+
+
+async def test_acquire_nowait_on_a_held_lock_raises_would_block() -> None:
+    lock = Lock()
+    failed = False
+
+    async def try_nowait() -> None:
+        nonlocal failed
+        with pytest.raises(anyio.WouldBlock):
+            lock.acquire_nowait()
+        failed = True
+
+    async with lock, anyio.create_task_group() as tg:
+        tg.start_soon(try_nowait)
+    assert failed
+
+
+async def test_acquire_nowait_on_a_handed_over_lock_raises_would_block() -> None:
+    lock = Lock()
+    await lock.acquire()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(lock.acquire)
+        await settle()
+        lock.release()  # handed to the waiter, which has not run yet
+        with pytest.raises(anyio.WouldBlock):
+            lock.acquire_nowait()
+
+
+async def test_reacquiring_a_held_lock_raises() -> None:
+    lock = Lock()
+    async with lock:
+        with pytest.raises(RuntimeError, match="already held Lock"):
+            await lock.acquire()
+        assert lock.statistics().owner == anyio.get_current_task()
+
+
+async def test_reacquiring_a_held_lock_nowait_raises() -> None:
+    lock = Lock()
+    async with lock:
+        with pytest.raises(RuntimeError, match="already held Lock"):
+            lock.acquire_nowait()
+
+
+async def test_release_by_another_task_raises() -> None:
+    lock = Lock()
+    raised = False
+
+    async def release() -> None:
+        nonlocal raised
+        with pytest.raises(RuntimeError, match="not holding this lock"):
+            lock.release()
+        raised = True
+
+    async with lock:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(release)
+        assert lock.locked()
+    assert raised
+
+
+async def test_release_of_a_free_lock_raises() -> None:
+    lock = Lock()
+    with pytest.raises(RuntimeError, match="not holding this lock"):
+        lock.release()
+
+
+async def test_contended_acquire_waits_for_release() -> None:
+    lock = Lock()
+    got_it = anyio.Event()
+
+    async def contend() -> None:
+        async with lock:
+            got_it.set()
+
+    await lock.acquire()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(contend)
+        await settle()
+        assert not got_it.is_set()
+        lock.release()
+    assert got_it.is_set()
+    assert not lock.locked()
+
+
+async def test_waiters_acquire_in_arrival_order() -> None:
+    lock = Lock()
+    order: list[int] = []
+
+    async def contend(i: int) -> None:
+        async with lock:
+            order.append(i)
+
+    await lock.acquire()
+    async with anyio.create_task_group() as tg:
+        await start_in_order(tg, *(partial(contend, i) for i in range(5)))
+        lock.release()
+    assert order == [0, 1, 2, 3, 4]
+
+
+async def test_release_hands_the_lock_to_the_first_waiter() -> None:
+    lock = Lock()
+    await lock.acquire()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(lock.acquire)
+        await settle()
+        lock.release()
+        assert lock.locked()
+        assert lock.statistics().tasks_waiting == 0
+    # the waiter's task ended holding the lock
+
+
+async def test_statistics_name_the_owner_and_count_waiters() -> None:
+    lock = Lock()
+    await lock.acquire()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(lock.acquire)
+        tg.start_soon(lock.acquire)
+        await settle()
+        stats = lock.statistics()
+        assert stats.locked
+        assert stats.owner == anyio.get_current_task()
+        assert stats.tasks_waiting == 2
+        tg.cancel_scope.cancel()
+    lock.release()
+    assert lock.statistics() == anyio.LockStatistics(False, None, 0)
+
+
+async def test_uncontended_acquire_is_a_schedule_point(
+    anyio_backend_name: str,
+) -> None:
+    lock = Lock()
+    await assert_schedule_point(anyio_backend_name, lock.acquire)
+    assert lock.locked()
+    lock.release()
+
+
+async def test_acquire_in_a_cancelled_scope_raises_and_holds_nothing() -> None:
+    lock = Lock()
+    with anyio.CancelScope() as scope:
+        scope.cancel()
+        await lock.acquire()
+    assert scope.cancelled_caught
+    assert not lock.locked()
+
+
+async def test_fast_acquire_checks_cancellation_once_per_budget() -> None:
+    lock = Lock(fast_acquire=True)
+    acquired = 0
+    BUDGET.left = BUDGET_SIZE
+    with anyio.CancelScope() as scope:
+        scope.cancel()
+        for _ in range(2 * BUDGET_SIZE):
+            await lock.acquire()
+            acquired += 1
+            lock.release()
+    assert scope.cancelled_caught
+    assert acquired == BUDGET_SIZE - 1
+    assert not lock.locked()
+
+
+@pytest.mark.parametrize("source", CANCEL_SOURCES)
+async def test_cancelled_acquire_holds_nothing(
+    source: str, anyio_backend_name: str
+) -> None:
+    skip_if_unsupported(source, anyio_backend_name)
+    lock = Lock()
+    async with held_by_another_task(lock):
+        await cancel_while_blocked(source, lock.acquire)
+        assert lock.statistics().tasks_waiting == 0
+    assert not lock.locked()
+    lock.acquire_nowait()
+    lock.release()
+
+
+async def test_cancelled_waiter_keeps_the_others_in_order() -> None:
+    lock = Lock()
+    order: list[str] = []
+    scope = anyio.CancelScope()
+
+    async def first() -> None:
+        async with lock:
+            order.append("first")
+
+    async def middle() -> None:
+        with scope:
+            async with lock:
+                order.append("middle")
+
+    async def last() -> None:
+        async with lock:
+            order.append("last")
+
+    await lock.acquire()
+    async with anyio.create_task_group() as tg:
+        await start_in_order(tg, first, middle, last)
+        scope.cancel()
+        await settle()
+        assert lock.statistics().tasks_waiting == 2
+        lock.release()
+    assert order == ["first", "last"]
+
+
+@pytest.mark.usefixtures("asyncio_only")
+async def test_granted_then_cancelled_acquire_passes_the_lock_on() -> None:
+    lock = Lock()
+    holders: list[int] = []
+
+    async def take() -> None:
+        await lock.acquire()
+        holders.append(task_id())
+
+    await lock.acquire()
+    first = asyncio.ensure_future(take())
+    await settle()
+    second = asyncio.ensure_future(take())
+    await settle()
+    lock.release()  # grants first ...
+    assert lock.statistics().tasks_waiting == 1
+    first.cancel()  # ... which is cancelled before it runs
+    with pytest.raises(asyncio.CancelledError):
+        await first
+    await settle()
+    assert second.done(), "the grant was lost"
+    await second
+    assert holders == [id(second)]
+    owner = lock.statistics().owner
+    assert owner is not None
+    assert owner.id == id(second)
+
+
+@pytest.mark.usefixtures("asyncio_only")
+async def test_granted_then_cancelled_acquire_leaves_the_lock_free() -> None:
+    lock = Lock()
+    await lock.acquire()
+    waiter = asyncio.ensure_future(lock.acquire())
+    await settle()
+    lock.release()
+    waiter.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiter
+    assert not lock.locked()
+    assert lock.statistics() == anyio.LockStatistics(False, None, 0)
+
+
+async def test_mutual_exclusion_under_random_cancellation() -> None:
+    lock = Lock()
+    inside = 0
+    entered = 0
+    scopes = [anyio.CancelScope() for _ in range(12)]
+
+    async def worker(scope: anyio.CancelScope) -> None:
+        nonlocal inside, entered
+        with scope:
+            for _ in range(5):
+                async with lock:
+                    inside += 1
+                    entered += 1
+                    assert inside == 1
+                    try:
+                        await anyio.lowlevel.checkpoint()
+                    finally:
+                        inside -= 1
+
+    async with anyio.create_task_group() as tg:
+        for scope in scopes:
+            tg.start_soon(worker, scope)
+        for i, scope in enumerate(scopes):
+            if i % 3 == 0:
+                scope.cancel()
+            await anyio.lowlevel.checkpoint()
+    assert not lock.locked()
+    assert lock.statistics().tasks_waiting == 0
+    assert entered > 0

@@ -1,0 +1,570 @@
+"""Parity with AnyIO: the same scenario runs against anyio's Lock, Semaphore,
+CapacityLimiter, Event and Condition and against anyio_prims' drop-ins, and
+the observable results (order of events, statistics, errors) must be equal.
+
+A scenario takes a namespace of the five classes and returns a trace.  Tasks
+are named, and statistics are recorded with task names instead of task
+objects, so traces compare across implementations.  Snapshots are taken
+only once every task is blocked: right after a release hands a lock over,
+AnyIO already names the new owner and anyio_prims does not until it runs
+(see anyio_prims/sync/_lock.py).
+
+Known difference: an uncontended acquire takes its checkpoint before it
+takes the lock (AnyIO: after, shielded), so a task that snapshots
+``tasks_waiting`` right after such an acquire may see fewer waiters than
+with AnyIO; the scenarios snapshot it only once all tasks are blocked.
+
+Exception messages are compared on asyncio; on Trio AnyIO passes some of
+Trio's own wording through (``Lock.release``), so there only the types are.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Awaitable, Callable
+from functools import partial
+from types import SimpleNamespace
+
+import anyio
+import anyio.lowlevel
+import pytest
+
+from anyio_prims.sync._event import Condition, Event
+from anyio_prims.sync._limiter import CapacityLimiter
+from anyio_prims.sync._lock import Lock, Semaphore
+
+from ._sync_support import settle, start_in_order
+
+pytestmark = pytest.mark.anyio
+
+ANYIO = SimpleNamespace(
+    Lock=anyio.Lock,
+    Semaphore=anyio.Semaphore,
+    CapacityLimiter=anyio.CapacityLimiter,
+    Event=anyio.Event,
+    Condition=anyio.Condition,
+)
+OURS = SimpleNamespace(
+    Lock=Lock,
+    Semaphore=Semaphore,
+    CapacityLimiter=CapacityLimiter,
+    Event=Event,
+    Condition=Condition,
+)
+
+
+class Tracer:
+    """A trace of one scenario run, with tasks known by name."""
+
+    def __init__(self, backend: str) -> None:
+        self.backend = backend
+        self.trace: list[object] = []
+        self.names: dict[int, str] = {}
+
+    def me(self, name: str) -> None:
+        self.names[anyio.get_current_task().id] = name
+
+    def add(self, *event: object) -> None:
+        self.trace.append(event)
+
+    def error(self, exc: BaseException) -> tuple[str, str | None]:
+        message = str(exc) if self.backend == "asyncio" else None
+        return (type(exc).__name__, message)
+
+    def lock_stats(self, stats: anyio.LockStatistics) -> tuple[object, ...]:
+        owner = self.names.get(stats.owner.id, "?") if stats.owner else None
+        return (type(stats).__name__, stats.locked, owner, stats.tasks_waiting)
+
+    def limiter_stats(
+        self, stats: anyio.CapacityLimiterStatistics
+    ) -> tuple[object, ...]:
+        # tasks by name, other borrowers (strings here) as they are
+        borrowers = sorted(
+            b if isinstance(b, str) else self.names.get(id(b), "?")
+            for b in stats.borrowers
+        )
+        return (
+            type(stats).__name__,
+            stats.borrowed_tokens,
+            stats.total_tokens,
+            borrowers,
+            stats.tasks_waiting,
+        )
+
+    def call(self, label: str, fn: Callable[[], object]) -> None:
+        try:
+            result = fn()
+        except Exception as exc:
+            self.add(label, "raised", *self.error(exc))
+        else:
+            self.add(label, "returned", result)
+
+    async def acall(self, label: str, fn: Callable[[], Awaitable[object]]) -> None:
+        try:
+            result = await fn()
+        except Exception as exc:
+            self.add(label, "raised", *self.error(exc))
+        else:
+            self.add(label, "returned", result)
+
+
+Scenario = Callable[[SimpleNamespace, Tracer], Awaitable[None]]
+
+
+async def assert_same_trace(scenario: Scenario, backend: str) -> None:
+    theirs = Tracer(backend)
+    await scenario(ANYIO, theirs)
+    ours = Tracer(backend)
+    await scenario(OURS, ours)
+    assert theirs.trace, "the scenario recorded nothing"
+    assert ours.trace == theirs.trace
+
+
+# Creation outside an event loop
+
+
+def test_statistics_before_first_use_match() -> None:
+    for name in ("Lock", "Event", "Condition"):
+        assert getattr(OURS, name)().statistics() == getattr(ANYIO, name)().statistics()
+    assert OURS.Semaphore(2).statistics() == ANYIO.Semaphore(2).statistics()
+    assert OURS.Semaphore(2).value == ANYIO.Semaphore(2).value
+    ours, theirs = OURS.CapacityLimiter(3), ANYIO.CapacityLimiter(3)
+    assert ours.statistics() == theirs.statistics()
+    assert ours.available_tokens == theirs.available_tokens
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs"),
+    [(("1",), {}), ((-1,), {}), ((1,), {"max_value": "2"}), ((2,), {"max_value": 1})],
+)
+def test_semaphore_constructor_errors_match(
+    args: tuple[object, ...], kwargs: dict[str, object]
+) -> None:
+    with pytest.raises((TypeError, ValueError)) as theirs:
+        ANYIO.Semaphore(*args, **kwargs)
+    with pytest.raises((TypeError, ValueError)) as ours:
+        OURS.Semaphore(*args, **kwargs)
+    assert type(ours.value) is type(theirs.value)
+    assert str(ours.value) == str(theirs.value)
+
+
+@pytest.mark.parametrize("bad", [1.5, -1, -math.inf])
+def test_capacity_limiter_constructor_errors_match(bad: float) -> None:
+    with pytest.raises((TypeError, ValueError)) as theirs:
+        ANYIO.CapacityLimiter(bad)
+    with pytest.raises((TypeError, ValueError)) as ours:
+        OURS.CapacityLimiter(bad)
+    assert type(ours.value) is type(theirs.value)
+    assert str(ours.value) == str(theirs.value)
+
+
+# Lock
+
+
+async def lock_fifo(ns: SimpleNamespace, t: Tracer) -> None:
+    t.me("main")
+    lock = ns.Lock()
+
+    async def contend(name: str) -> None:
+        t.me(name)
+        async with lock:
+            t.add("acquired", name, t.lock_stats(lock.statistics()))
+            await anyio.lowlevel.checkpoint()
+
+    await lock.acquire()
+    t.add(t.lock_stats(lock.statistics()))
+    async with anyio.create_task_group() as tg:
+        await start_in_order(tg, *(partial(contend, n) for n in "abc"))
+        t.add(t.lock_stats(lock.statistics()))
+        lock.release()
+    t.add(t.lock_stats(lock.statistics()))
+
+
+async def lock_errors(ns: SimpleNamespace, t: Tracer) -> None:
+    t.me("main")
+    lock = ns.Lock()
+    t.call("release free", lock.release)
+    await lock.acquire()
+    await t.acall("reacquire", lock.acquire)
+    t.call("reacquire nowait", lock.acquire_nowait)
+
+    async def other() -> None:
+        t.me("other")
+        t.call("nowait held", lock.acquire_nowait)
+        t.call("release not owner", lock.release)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(other)
+    lock.release()
+    t.call("nowait free", lock.acquire_nowait)
+    t.add(t.lock_stats(lock.statistics()))
+
+
+async def lock_cancelled_waiter(ns: SimpleNamespace, t: Tracer) -> None:
+    t.me("main")
+    lock = ns.Lock()
+    scope = anyio.CancelScope()
+
+    async def contend(name: str) -> None:
+        t.me(name)
+        async with lock:
+            t.add("acquired", name)
+
+    async def cancelled() -> None:
+        with scope:
+            await contend("cancelled")
+        t.add("cancelled caught", scope.cancelled_caught)
+
+    await lock.acquire()
+    async with anyio.create_task_group() as tg:
+        await start_in_order(tg, partial(contend, "a"), cancelled)
+        await start_in_order(tg, partial(contend, "b"))
+        scope.cancel()
+        await settle()
+        t.add(t.lock_stats(lock.statistics()))
+        lock.release()
+    t.add(t.lock_stats(lock.statistics()))
+
+
+async def lock_checkpoints(ns: SimpleNamespace, t: Tracer) -> None:
+    lock = ns.Lock()
+    with anyio.CancelScope() as scope:
+        scope.cancel()
+        await lock.acquire()
+    t.add("cancelled scope", scope.cancelled_caught, lock.locked())
+    ran = False
+
+    async def other() -> None:
+        nonlocal ran
+        ran = True
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(other)
+        for _ in range(3):  # Trio may need more than one schedule point
+            await lock.acquire()
+            lock.release()
+        t.add("others ran", ran)
+
+
+@pytest.mark.parametrize(
+    "scenario", [lock_fifo, lock_errors, lock_cancelled_waiter, lock_checkpoints]
+)
+async def test_lock_matches_anyio(scenario: Scenario, anyio_backend_name: str) -> None:
+    await assert_same_trace(scenario, anyio_backend_name)
+
+
+# Semaphore
+
+
+async def semaphore_counting(ns: SimpleNamespace, t: Tracer) -> None:
+    sem = ns.Semaphore(2, max_value=2)
+    t.add(sem.value, sem.max_value, sem.statistics())
+    t.call("release at max", sem.release)
+    async with sem as entered:
+        t.add("enter returns sem", entered is sem, sem.value)
+        await sem.acquire()
+        t.call("nowait at zero", sem.acquire_nowait)
+        sem.release()
+    t.add(sem.value)
+
+
+async def semaphore_fifo(ns: SimpleNamespace, t: Tracer) -> None:
+    sem = ns.Semaphore(0)
+
+    async def take(name: str) -> None:
+        await sem.acquire()
+        t.add("acquired", name, sem.value)
+
+    async with anyio.create_task_group() as tg:
+        await start_in_order(tg, *(partial(take, n) for n in "abc"))
+        t.add(sem.statistics())
+        for _ in range(3):
+            sem.release()
+            t.add("released", sem.value)
+            await settle()
+    t.add(sem.value, sem.statistics())
+
+
+async def semaphore_cancellation(ns: SimpleNamespace, t: Tracer) -> None:
+    sem = ns.Semaphore(1)
+    with anyio.CancelScope() as scope:
+        scope.cancel()
+        await sem.acquire()
+    t.add("cancelled scope", scope.cancelled_caught, sem.value)
+    await sem.acquire()
+    with anyio.move_on_after(0.01) as scope:
+        await sem.acquire()
+    t.add("timed out", scope.cancelled_caught, sem.value, sem.statistics())
+
+
+@pytest.mark.parametrize(
+    "scenario", [semaphore_counting, semaphore_fifo, semaphore_cancellation]
+)
+async def test_semaphore_matches_anyio(
+    scenario: Scenario, anyio_backend_name: str
+) -> None:
+    await assert_same_trace(scenario, anyio_backend_name)
+
+
+# CapacityLimiter
+
+
+async def limiter_borrowers(ns: SimpleNamespace, t: Tracer) -> None:
+    t.me("main")
+    limiter = ns.CapacityLimiter(2)
+    await limiter.acquire()
+    await limiter.acquire_on_behalf_of("job")
+    t.add(t.limiter_stats(limiter.statistics()), limiter.available_tokens)
+    await t.acall("double", limiter.acquire)
+    t.call("double nowait", partial(limiter.acquire_on_behalf_of_nowait, "job"))
+    t.call("full nowait", partial(limiter.acquire_on_behalf_of_nowait, "x"))
+    t.call("unknown release", partial(limiter.release_on_behalf_of, "x"))
+    limiter.release()
+    t.call("release again", limiter.release)
+    limiter.release_on_behalf_of("job")
+    t.add(t.limiter_stats(limiter.statistics()))
+
+
+async def limiter_total_tokens(ns: SimpleNamespace, t: Tracer) -> None:
+    limiter = ns.CapacityLimiter(0)
+    borrowed: list[str] = []
+
+    async def take(name: str) -> None:
+        await limiter.acquire_on_behalf_of(name)
+        borrowed.append(name)
+
+    async with anyio.create_task_group() as tg:
+        await start_in_order(tg, *(partial(take, n) for n in "abcd"))
+        t.add(t.limiter_stats(limiter.statistics()))
+        limiter.total_tokens = 2
+        t.add(t.limiter_stats(limiter.statistics()))
+        await settle()
+        t.add("borrowed", sorted(borrowed))  # Trio runs woken tasks in any order
+        limiter.total_tokens = 1
+        limiter.release_on_behalf_of("a")
+        t.add(t.limiter_stats(limiter.statistics()), limiter.available_tokens)
+        limiter.release_on_behalf_of("b")
+        t.add(t.limiter_stats(limiter.statistics()))
+        await settle()
+        limiter.total_tokens = math.inf
+        t.add(t.limiter_stats(limiter.statistics()), limiter.available_tokens)
+    t.add("borrowed", sorted(borrowed))
+    t.call("bad total", partial(setattr, limiter, "total_tokens", 1.5))
+    t.add(limiter.total_tokens)
+
+
+async def limiter_cancellation(ns: SimpleNamespace, t: Tracer) -> None:
+    limiter = ns.CapacityLimiter(1)
+    with anyio.CancelScope() as scope:
+        scope.cancel()
+        await limiter.acquire_on_behalf_of("a")
+    t.add("cancelled scope", scope.cancelled_caught, limiter.borrowed_tokens)
+    await limiter.acquire_on_behalf_of("a")
+    with anyio.move_on_after(0.01) as scope:
+        await limiter.acquire_on_behalf_of("b")
+    t.add("timed out", scope.cancelled_caught, t.limiter_stats(limiter.statistics()))
+
+
+@pytest.mark.parametrize(
+    "scenario", [limiter_borrowers, limiter_total_tokens, limiter_cancellation]
+)
+async def test_capacity_limiter_matches_anyio(
+    scenario: Scenario, anyio_backend_name: str
+) -> None:
+    await assert_same_trace(scenario, anyio_backend_name)
+
+
+# Event
+
+
+async def event_set_and_wait(ns: SimpleNamespace, t: Tracer) -> None:
+    event = ns.Event()
+    woken: list[str] = []
+
+    async def wait(name: str) -> None:
+        await event.wait()
+        woken.append(name)
+
+    async with anyio.create_task_group() as tg:
+        await start_in_order(tg, partial(wait, "a"), partial(wait, "b"))
+        t.add(event.is_set(), event.statistics())
+        event.set()
+        event.set()
+        t.add(event.is_set())
+        await settle()
+        t.add(event.statistics())
+    t.add("woken", sorted(woken))  # Trio runs woken tasks in any order
+    with anyio.CancelScope() as scope:
+        scope.cancel()
+        await event.wait()
+    t.add("set event, cancelled scope", scope.cancelled_caught)
+    with anyio.move_on_after(0.01) as scope:
+        await ns.Event().wait()
+    t.add("timed out", scope.cancelled_caught)
+
+
+async def test_event_matches_anyio(anyio_backend_name: str) -> None:
+    await assert_same_trace(event_set_and_wait, anyio_backend_name)
+
+
+# Condition
+
+
+async def condition_notify(ns: SimpleNamespace, t: Tracer) -> None:
+    t.me("main")
+    cond = ns.Condition(ns.Lock())
+    t.call("notify unlocked", cond.notify)
+    t.call("notify_all unlocked", cond.notify_all)
+    await t.acall("wait unlocked", cond.wait)
+
+    woken: list[tuple[str, bool]] = []
+
+    async def wait(name: str) -> None:
+        t.me(name)
+        async with cond:
+            await cond.wait()
+            owner = cond.statistics().lock_statistics.owner
+            woken.append((name, owner == anyio.get_current_task()))
+
+    async with anyio.create_task_group() as tg:
+        await start_in_order(tg, *(partial(wait, n) for n in "abcd"))
+        async with cond:
+            stats = cond.statistics()
+            t.add(stats.tasks_waiting, t.lock_stats(stats.lock_statistics))
+            cond.notify()
+        await settle()
+        t.add("woken", list(woken))
+        async with cond:
+            cond.notify(2)
+            t.add(cond.statistics().tasks_waiting)
+        await settle()
+        t.add("woken", sorted(woken))  # Trio runs woken tasks in any order
+        async with cond:
+            cond.notify_all()
+    t.add("woken", sorted(woken))
+    t.add(cond.statistics().tasks_waiting, cond.locked())
+
+
+async def condition_cancellation(ns: SimpleNamespace, t: Tracer) -> None:
+    t.me("main")
+    cond = ns.Condition()
+    scope = anyio.CancelScope()
+
+    async def wait() -> None:
+        t.me("waiter")
+        with scope:
+            async with cond:
+                try:
+                    await cond.wait()
+                finally:
+                    t.add("held", t.lock_stats(cond.statistics().lock_statistics))
+        t.add("cancelled", scope.cancelled_caught)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(wait)
+        await settle()
+        async with cond:
+            scope.cancel()
+            await settle()
+            t.add("still waiting for the lock", cond.statistics().tasks_waiting)
+    async with cond:
+        got = await cond.wait_for(lambda: "ready")
+    t.add("wait_for", got, cond.locked())
+
+
+@pytest.mark.parametrize("scenario", [condition_notify, condition_cancellation])
+async def test_condition_matches_anyio(
+    scenario: Scenario, anyio_backend_name: str
+) -> None:
+    await assert_same_trace(scenario, anyio_backend_name)
+
+
+# The grant-then-cancel race on asyncio (plain task.cancel())
+
+
+async def race_lock(ns: SimpleNamespace, t: Tracer) -> None:
+    lock = ns.Lock()
+
+    async def take(name: str) -> None:
+        await lock.acquire()
+        t.add("acquired", name)
+        lock.release()
+
+    await lock.acquire()
+    first = asyncio.ensure_future(take("first"))
+    await settle()
+    second = asyncio.ensure_future(take("second"))
+    await settle()
+    lock.release()
+    first.cancel()
+    await asyncio.gather(first, second, return_exceptions=True)
+    t.add(first.cancelled(), lock.locked(), lock.statistics().tasks_waiting)
+
+
+async def race_semaphore(ns: SimpleNamespace, t: Tracer) -> None:
+    sem = ns.Semaphore(0)
+    first = asyncio.ensure_future(sem.acquire())
+    await settle()
+    second = asyncio.ensure_future(sem.acquire())
+    await settle()
+    sem.release()
+    first.cancel()
+    await asyncio.gather(first, second, return_exceptions=True)
+    t.add(first.cancelled(), second.done(), sem.value, sem.statistics())
+
+
+async def race_limiter(ns: SimpleNamespace, t: Tracer) -> None:
+    limiter = ns.CapacityLimiter(1)
+    await limiter.acquire_on_behalf_of("holder")
+    first = asyncio.ensure_future(limiter.acquire_on_behalf_of("first"))
+    await settle()
+    second = asyncio.ensure_future(limiter.acquire_on_behalf_of("second"))
+    await settle()
+    limiter.release_on_behalf_of("holder")
+    first.cancel()
+    await asyncio.gather(first, second, return_exceptions=True)
+    t.add(first.cancelled(), t.limiter_stats(limiter.statistics()))
+
+
+async def race_event(ns: SimpleNamespace, t: Tracer) -> None:
+    event = ns.Event()
+    first = asyncio.ensure_future(event.wait())
+    second = asyncio.ensure_future(event.wait())
+    await settle()
+    event.set()
+    first.cancel()
+    await asyncio.gather(first, second, return_exceptions=True)
+    t.add(first.cancelled(), second.cancelled(), event.is_set())
+
+
+async def race_condition(ns: SimpleNamespace, t: Tracer) -> None:
+    cond = ns.Condition()
+
+    async def wait(name: str) -> None:
+        async with cond:
+            await cond.wait()
+            t.add("woke", name)
+
+    first = asyncio.ensure_future(wait("first"))
+    await settle()
+    second = asyncio.ensure_future(wait("second"))
+    await settle()
+    async with cond:
+        cond.notify()
+        first.cancel()
+    await settle()
+    t.add(first.cancelled(), second.done(), cond.locked())
+    second.cancel()
+    await asyncio.gather(first, second, return_exceptions=True)
+
+
+@pytest.mark.parametrize(
+    "scenario", [race_lock, race_semaphore, race_limiter, race_event, race_condition]
+)
+async def test_grant_then_cancel_matches_anyio(
+    scenario: Scenario, anyio_backend_name: str
+) -> None:
+    if anyio_backend_name != "asyncio":
+        pytest.skip("the race exists on asyncio only")
+    await assert_same_trace(scenario, anyio_backend_name)
