@@ -1,0 +1,712 @@
+"""BatchSemaphore: permits, fairness, closing, cancellation, bad input.
+
+Tasks are ordered with ``anyio.wait_all_tasks_blocked()`` (``settle()``).
+Cancellation is tested from every source the library must handle: AnyIO's
+scopes on every backend, Trio's own scopes on Trio, and plain asyncio
+``task.cancel()``, ``asyncio.timeout()`` and ``asyncio.wait_for()`` on the
+asyncio backends (``Acquirer`` below runs one acquire under one source).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import math
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+import anyio.abc
+import anyio.lowlevel
+import pytest
+
+from anyio_prims import BatchSemaphore, BatchSemaphoreStatistics
+
+pytestmark = pytest.mark.anyio
+
+
+async def settle() -> None:
+    """Let every woken task run until all other tasks are blocked again."""
+    # A few plain checkpoints first: on asyncio, wait_all_tasks_blocked()
+    # sleeps 0.1 s whenever it finds a runnable task.
+    for _ in range(3):
+        await anyio.lowlevel.checkpoint()
+    await anyio.wait_all_tasks_blocked()
+
+
+class Holder:
+    """A task that acquires ``n`` permits and keeps them until told to stop."""
+
+    def __init__(self, sem: BatchSemaphore, n: int = 1) -> None:
+        self.sem = sem
+        self.n = n
+        self.holding = False
+        self.error: BaseException | None = None
+        self._stop = anyio.Event()
+
+    def start(self, tg: anyio.abc.TaskGroup) -> Holder:
+        tg.start_soon(self._run)
+        return self
+
+    async def _run(self) -> None:
+        try:
+            await self.sem.acquire(self.n)
+        except Exception as exc:
+            self.error = exc
+            return
+        self.holding = True
+        await self._stop.wait()
+        self.holding = False
+        self.sem.release(self.n)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+# ---------------------------------------------------------------------------
+# Cancellation sources
+# ---------------------------------------------------------------------------
+
+ALL = ("asyncio", "trio")
+SOURCES: dict[str, tuple[str, ...]] = {
+    "anyio_cancel_scope": ALL,
+    "anyio_move_on_after": ALL,
+    "anyio_fail_after": ALL,
+    "trio_cancel_scope": ("trio",),
+    "trio_move_on_after": ("trio",),
+    "asyncio_task_cancel": ("asyncio",),
+    "asyncio_timeout": ("asyncio",),
+    "asyncio_wait_for": ("asyncio",),
+}
+#: Sources whose grant-then-cancel race reaches the give-back path: they
+#: cancel the task even though the wait it is in has been granted.
+GIVE_BACK_SOURCES = ("asyncio_task_cancel", "asyncio_timeout")
+FAR = 1e6  # a deadline that never comes by itself
+
+
+@pytest.fixture(params=list(SOURCES))
+def source(request: pytest.FixtureRequest, anyio_backend_name: str) -> str:
+    name: str = request.param
+    if anyio_backend_name not in SOURCES[name]:
+        pytest.skip(f"{name} is not a cancellation source on {anyio_backend_name}")
+    if name == "asyncio_timeout" and sys.version_info < (3, 11):
+        pytest.skip("asyncio.timeout is 3.11+")
+    return name
+
+
+class Acquirer:
+    """One ``acquire(n)`` made under one cancellation source.
+
+    ``outcome`` ends as "acquired" (the call returned; the task holds the
+    permits) or "cancelled" (the call raised the source's exception).
+    """
+
+    def __init__(self, sem: BatchSemaphore, n: int, source: str) -> None:
+        self.sem = sem
+        self.n = n
+        self.source = source
+        self.outcome: str | None = None
+        self.finished = anyio.Event()
+        self._cancel: Callable[[], object] | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self, tg: anyio.abc.TaskGroup) -> Acquirer:
+        if self.source.startswith("asyncio"):
+            # A plain asyncio task: the source cancels it natively.
+            self._task = asyncio.get_running_loop().create_task(self._run())
+        else:
+            tg.start_soon(self._run)
+        return self
+
+    def cancel(self) -> None:
+        assert self._cancel is not None
+        self._cancel()
+
+    def grant_then_cancel(self, grant: Callable[[], object]) -> None:
+        """Grant and cancel in one synchronous step (the race)."""
+        if self.source == "asyncio_timeout":
+            # The timeout's callback is queued now and runs before the
+            # woken task: it fires on a wait that has been granted.
+            self.cancel()
+            grant()
+        else:
+            grant()
+            self.cancel()
+
+    async def _run(self) -> None:
+        try:
+            await getattr(self, "_" + self.source)()
+        finally:
+            self.finished.set()
+
+    async def _acquire(self) -> None:
+        await self.sem.acquire(self.n)
+        self.outcome = "acquired"
+
+    async def _anyio_cancel_scope(self) -> None:
+        with anyio.CancelScope() as scope:
+            self._cancel = scope.cancel
+            await self._acquire()
+        if scope.cancelled_caught:
+            self.outcome = "cancelled"
+
+    async def _anyio_move_on_after(self) -> None:
+        with anyio.move_on_after(FAR) as scope:
+            self._cancel = lambda: setattr(scope, "deadline", -math.inf)
+            await self._acquire()
+        if scope.cancelled_caught:
+            self.outcome = "cancelled"
+
+    async def _anyio_fail_after(self) -> None:
+        try:
+            with anyio.fail_after(FAR) as scope:
+                self._cancel = lambda: setattr(scope, "deadline", -math.inf)
+                await self._acquire()
+        except TimeoutError:
+            self.outcome = "cancelled"
+
+    async def _trio_cancel_scope(self) -> None:
+        import trio
+
+        with trio.CancelScope() as scope:
+            self._cancel = scope.cancel
+            await self._acquire()
+        if scope.cancelled_caught:
+            self.outcome = "cancelled"
+
+    async def _trio_move_on_after(self) -> None:
+        import trio
+
+        with trio.move_on_after(FAR) as scope:
+            self._cancel = lambda: setattr(scope, "deadline", -math.inf)
+            await self._acquire()
+        if scope.cancelled_caught:
+            self.outcome = "cancelled"
+
+    async def _asyncio_task_cancel(self) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._cancel = task.cancel
+        try:
+            await self._acquire()
+        except asyncio.CancelledError:
+            self.outcome = "cancelled"
+
+    async def _asyncio_timeout(self) -> None:
+        if sys.version_info < (3, 11):
+            raise RuntimeError("unreachable: the source fixture skips before 3.11")
+        loop = asyncio.get_running_loop()
+        try:
+            async with asyncio.timeout(None) as timeout:
+                self._cancel = lambda: timeout.reschedule(loop.time())
+                await self._acquire()
+        except TimeoutError:
+            self.outcome = "cancelled"
+
+    async def _asyncio_wait_for(self) -> None:
+        # Cancelling the task that waits in wait_for() makes wait_for()
+        # cancel the task it runs the acquire in (as its timeout does).
+        task = asyncio.current_task()
+        assert task is not None
+        self._cancel = task.cancel
+        try:
+            await asyncio.wait_for(self._acquire(), timeout=FAR)
+        except asyncio.CancelledError:
+            self.outcome = "cancelled"
+
+
+# ---------------------------------------------------------------------------
+# Acquire, release, statistics
+# ---------------------------------------------------------------------------
+
+
+async def test_acquire_takes_a_permit_and_release_returns_it() -> None:
+    sem = BatchSemaphore(2)
+    await sem.acquire()
+    assert sem.available_permits == 1
+    sem.release()
+    assert sem.available_permits == 2
+
+
+async def test_acquire_n_takes_n_permits_and_release_n_returns_them() -> None:
+    sem = BatchSemaphore(5)
+    await sem.acquire(3)
+    assert sem.available_permits == 2
+    sem.release(3)
+    assert sem.available_permits == 5
+
+
+async def test_acquire_nowait_takes_permits() -> None:
+    sem = BatchSemaphore(5)
+    sem.acquire_nowait()
+    sem.acquire_nowait(3)
+    assert sem.available_permits == 1
+
+
+async def test_acquire_nowait_without_enough_permits_raises_would_block() -> None:
+    sem = BatchSemaphore(2)
+    with pytest.raises(anyio.WouldBlock):
+        sem.acquire_nowait(3)
+    assert sem.available_permits == 2
+
+
+async def test_acquire_blocks_until_enough_permits_are_released() -> None:
+    sem = BatchSemaphore(1)
+    async with anyio.create_task_group() as tg:
+        holder = Holder(sem, 3).start(tg)
+        await settle()
+        assert not holder.holding
+        sem.release()
+        await settle()
+        assert not holder.holding  # 2 of 3
+        sem.release()
+        await settle()
+        assert holder.holding
+        assert sem.available_permits == 0
+        holder.stop()
+    assert sem.available_permits == 3
+
+
+async def test_statistics_reports_permits_waiters_fairness_and_closing() -> None:
+    sem = BatchSemaphore(1, fair=False)
+    assert sem.statistics() == BatchSemaphoreStatistics(
+        available_permits=1, tasks_waiting=0, fair=False, closed=False
+    )
+    async with anyio.create_task_group() as tg:
+        holders = [Holder(sem, 2).start(tg) for _ in range(2)]
+        await settle()
+        stats = sem.statistics()
+        assert stats.available_permits == 1
+        assert stats.tasks_waiting == 2
+        sem.close()
+        await settle()
+        assert sem.statistics() == BatchSemaphoreStatistics(
+            available_permits=1, tasks_waiting=0, fair=False, closed=True
+        )
+        assert all(isinstance(h.error, anyio.ClosedResourceError) for h in holders)
+
+
+async def test_statistics_is_a_frozen_snapshot() -> None:
+    sem = BatchSemaphore(2)
+    stats = sem.statistics()
+    await sem.acquire()
+    assert stats.available_permits == 2
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        stats.available_permits = 5  # type: ignore[misc]
+
+
+async def test_properties_report_fairness_and_closing() -> None:
+    sem = BatchSemaphore(1, fair=False)
+    assert not sem.fair
+    assert not sem.closed
+    sem.close()
+    assert sem.closed
+    assert BatchSemaphore(1).fair
+
+
+async def test_hold_holds_n_permits_for_its_block() -> None:
+    sem = BatchSemaphore(5)
+    async with sem.hold(3):
+        assert sem.available_permits == 2
+    assert sem.available_permits == 5
+
+
+async def test_hold_releases_its_permits_when_the_block_raises() -> None:
+    sem = BatchSemaphore(5)
+    with pytest.raises(KeyError):
+        async with sem.hold(4):
+            raise KeyError("inside")
+    assert sem.available_permits == 5
+
+
+async def test_async_with_holds_one_permit() -> None:
+    sem = BatchSemaphore(2)
+    async with sem:
+        assert sem.available_permits == 1
+    assert sem.available_permits == 2
+
+
+async def test_release_has_no_ceiling() -> None:
+    sem = BatchSemaphore(1)
+    sem.release(5)
+    assert sem.available_permits == 6
+    await sem.acquire(6)
+    assert sem.available_permits == 0
+
+
+async def test_acquire_of_more_than_exists_waits_until_released() -> None:
+    sem = BatchSemaphore(2)
+    async with anyio.create_task_group() as tg:
+        holder = Holder(sem, 10).start(tg)
+        await settle()
+        assert not holder.holding
+        assert sem.statistics().tasks_waiting == 1
+        sem.release(8)
+        await settle()
+        assert holder.holding
+        holder.stop()
+    assert sem.available_permits == 10
+
+
+# ---------------------------------------------------------------------------
+# Fairness
+# ---------------------------------------------------------------------------
+
+
+async def test_fair_large_head_request_blocks_later_small_ones() -> None:
+    sem = BatchSemaphore(1)
+    async with anyio.create_task_group() as tg:
+        large = Holder(sem, 3).start(tg)
+        await settle()
+        small = Holder(sem, 1).start(tg)
+        await settle()
+        assert not small.holding  # 1 permit is free, but the head waits
+        assert sem.available_permits == 1
+        with pytest.raises(anyio.WouldBlock):
+            sem.acquire_nowait(1)
+        sem.release(2)
+        await settle()
+        assert large.holding
+        assert not small.holding
+        large.stop()
+        await settle()
+        assert small.holding
+        small.stop()
+    assert sem.available_permits == 3
+
+
+async def test_fair_waiters_are_served_in_arrival_order() -> None:
+    sem = BatchSemaphore(0)
+    order: list[int] = []
+
+    async def acquire(i: int, n: int) -> None:
+        await sem.acquire(n)
+        order.append(i)
+
+    async with anyio.create_task_group() as tg:
+        for i, n in enumerate((2, 1, 3, 1)):
+            tg.start_soon(acquire, i, n)
+            await settle()
+        for _ in range(7):
+            sem.release()
+            await settle()
+    assert order == [0, 1, 2, 3]
+
+
+async def test_fair_release_wakes_every_head_waiter_that_fits() -> None:
+    sem = BatchSemaphore(0)
+    async with anyio.create_task_group() as tg:
+        holders = []
+        for n in (1, 2, 4, 1):
+            holders.append(Holder(sem, n).start(tg))
+            await settle()
+        sem.release(4)  # 1 and 2 fit; 4 does not, and it blocks the last 1
+        await settle()
+        assert [h.holding for h in holders] == [True, True, False, False]
+        assert sem.available_permits == 1
+        for h in holders[:2]:
+            h.stop()
+        await settle()  # 4 free: the 4 goes first, the last 1 still waits
+        assert [h.holding for h in holders] == [False, False, True, False]
+        holders[2].stop()
+        await settle()
+        assert holders[3].holding
+        holders[3].stop()
+    assert sem.available_permits == 4
+
+
+async def test_non_fair_lets_a_fitting_request_pass_a_queued_larger_one() -> None:
+    sem = BatchSemaphore(1, fair=False)
+    async with anyio.create_task_group() as tg:
+        large = Holder(sem, 3).start(tg)
+        await settle()
+        small = Holder(sem, 1).start(tg)
+        await settle()
+        assert small.holding
+        assert not large.holding
+        small.stop()
+        sem.release(3)
+        await settle()
+        assert large.holding
+        large.stop()
+
+
+async def test_non_fair_release_grants_every_waiter_that_fits_in_order() -> None:
+    sem = BatchSemaphore(0, fair=False)
+    async with anyio.create_task_group() as tg:
+        holders = []
+        for n in (3, 1, 4, 1):
+            holders.append(Holder(sem, n).start(tg))
+            await settle()
+        sem.release(2)  # 3 does not fit; the two 1s do, 4 does not
+        await settle()
+        assert [h.holding for h in holders] == [False, True, False, True]
+        assert sem.available_permits == 0
+        sem.release(3)
+        await settle()
+        assert [h.holding for h in holders] == [True, True, False, True]
+        for i in (0, 1, 3):
+            holders[i].stop()
+        await settle()
+        assert holders[2].holding
+        holders[2].stop()
+    assert sem.available_permits == 5
+
+
+# ---------------------------------------------------------------------------
+# Closing
+# ---------------------------------------------------------------------------
+
+
+async def test_close_fails_queued_acquires_with_closed_resource_error() -> None:
+    sem = BatchSemaphore(0)
+    async with anyio.create_task_group() as tg:
+        holders = [Holder(sem, n).start(tg) for n in (1, 2)]
+        await settle()
+        sem.close()
+        await settle()
+        assert all(isinstance(h.error, anyio.ClosedResourceError) for h in holders)
+    assert sem.available_permits == 0
+    assert sem.statistics().tasks_waiting == 0
+
+
+async def test_acquire_after_close_raises_closed_resource_error() -> None:
+    sem = BatchSemaphore(5)
+    sem.close()
+    with pytest.raises(anyio.ClosedResourceError):
+        await sem.acquire()
+    with pytest.raises(anyio.ClosedResourceError):
+        sem.acquire_nowait()
+    assert sem.available_permits == 5
+
+
+async def test_release_still_works_after_close() -> None:
+    sem = BatchSemaphore(2)
+    await sem.acquire(2)
+    sem.close()
+    sem.release(2)
+    assert sem.available_permits == 2
+
+
+# ---------------------------------------------------------------------------
+# Cancellation
+# ---------------------------------------------------------------------------
+
+
+async def test_cancelled_queued_acquire_holds_nothing(source: str) -> None:
+    sem = BatchSemaphore(1)
+    async with anyio.create_task_group() as tg:
+        acquirer = Acquirer(sem, 2, source).start(tg)
+        await settle()
+        assert sem.statistics().tasks_waiting == 1
+        acquirer.cancel()
+        await settle()
+        assert acquirer.finished.is_set()
+    assert acquirer.outcome == "cancelled"
+    assert sem.available_permits == 1
+    assert sem.statistics().tasks_waiting == 0
+    sem.release()
+    await sem.acquire(2)  # the cancelled request left nothing behind
+
+
+async def test_cancelling_a_large_head_waiter_lets_smaller_ones_in(source: str) -> None:
+    sem = BatchSemaphore(2)
+    async with anyio.create_task_group() as tg:
+        large = Acquirer(sem, 3, source).start(tg)
+        await settle()
+        small = [Holder(sem, 1).start(tg) for _ in range(2)]
+        await settle()
+        assert not any(h.holding for h in small)  # held back by the head
+        large.cancel()
+        await settle()
+        assert large.finished.is_set()
+        assert large.outcome == "cancelled"
+        assert all(h.holding for h in small)
+        assert sem.available_permits == 0
+        for h in small:
+            h.stop()
+    assert sem.available_permits == 2
+
+
+async def test_cancelling_every_queued_waiter_loses_nothing(source: str) -> None:
+    sem = BatchSemaphore(2)
+    async with anyio.create_task_group() as tg:
+        acquirers = []
+        for n in (3, 1, 5, 2):
+            acquirers.append(Acquirer(sem, n, source).start(tg))
+            await settle()
+        assert sem.statistics().tasks_waiting == 4
+        for acquirer in acquirers:
+            acquirer.cancel()
+        await settle()
+        assert all(a.finished.is_set() for a in acquirers)
+    assert [a.outcome for a in acquirers] == ["cancelled"] * 4
+    assert sem.available_permits == 2
+    assert sem.statistics().tasks_waiting == 0
+    await sem.acquire(2)
+
+
+async def test_cancelled_non_fair_acquire_holds_nothing(source: str) -> None:
+    sem = BatchSemaphore(1, fair=False)
+    async with anyio.create_task_group() as tg:
+        large = Acquirer(sem, 3, source).start(tg)
+        await settle()
+        large.cancel()
+        await settle()
+        assert large.finished.is_set()
+        assert large.outcome == "cancelled"
+        small = Holder(sem, 1).start(tg)
+        await settle()
+        assert small.holding
+        small.stop()
+    assert sem.available_permits == 1
+
+
+async def test_acquire_never_raises_a_cancellation_while_holding_permits(
+    source: str,
+) -> None:
+    # Grant A's request and cancel A in one synchronous step.  Either A's
+    # acquire returned (it holds the permits) or it raised and the permits
+    # went on to B; never both, never neither.
+    sem = BatchSemaphore(0)
+    async with anyio.create_task_group() as tg:
+        first = Acquirer(sem, 2, source).start(tg)
+        await settle()
+        second = Holder(sem, 2).start(tg)
+        await settle()
+        first.grant_then_cancel(lambda: sem.release(2))
+        await settle()
+        assert first.finished.is_set()
+        if first.outcome == "cancelled":
+            assert second.holding
+        else:
+            assert first.outcome == "acquired"
+            assert not second.holding
+            sem.release(2)  # first's permits, returned by hand
+            await settle()
+            assert second.holding
+        if source in GIVE_BACK_SOURCES:
+            assert first.outcome == "cancelled"
+        assert sem.available_permits == 0
+        second.stop()
+    assert sem.available_permits == 2
+
+
+async def test_grant_then_cancel_gives_the_permits_to_the_next_waiters(
+    source: str,
+) -> None:
+    if source not in GIVE_BACK_SOURCES:
+        pytest.skip(f"{source} cannot cancel a granted wait")
+    sem = BatchSemaphore(0)
+    async with anyio.create_task_group() as tg:
+        first = Acquirer(sem, 3, source).start(tg)
+        await settle()
+        rest = [Holder(sem, n).start(tg) for n in (1, 2)]
+        await settle()
+        first.grant_then_cancel(lambda: sem.release(3))
+        await settle()
+        assert first.finished.is_set()
+        assert first.outcome == "cancelled"
+        assert all(h.holding for h in rest)
+        assert sem.available_permits == 0
+        for h in rest:
+            h.stop()
+    assert sem.available_permits == 3
+
+
+async def test_wait_for_timeout_leaves_nothing_held(anyio_backend_name: str) -> None:
+    if anyio_backend_name != "asyncio":
+        pytest.skip("asyncio.wait_for is asyncio only")
+    sem = BatchSemaphore(1)
+    with pytest.raises(asyncio.TimeoutError):  # TimeoutError from 3.11 on
+        # Never satisfiable, so the timeout always fires; no time is asserted.
+        await asyncio.wait_for(sem.acquire(2), timeout=0.01)
+    assert sem.available_permits == 1
+    assert sem.statistics().tasks_waiting == 0
+    sem.release()
+    await sem.acquire(2)
+
+
+async def test_strict_acquire_in_a_cancelled_scope_holds_nothing() -> None:
+    sem = BatchSemaphore(0, strict=True)
+    with anyio.move_on_after(0) as scope:
+        await sem.acquire()
+    assert scope.cancelled_caught
+    assert sem.statistics().tasks_waiting == 0
+    sem.release()
+    assert sem.available_permits == 1
+
+
+# ---------------------------------------------------------------------------
+# Bad input
+# ---------------------------------------------------------------------------
+
+NOT_INTS = [pytest.param(1.0, id="float"), pytest.param("1", id="str")]
+NOT_INTS.append(pytest.param(True, id="bool"))
+
+
+def test_negative_permits_raise_value_error_naming_permits() -> None:
+    with pytest.raises(ValueError, match=r"^permits "):
+        BatchSemaphore(-1)
+
+
+def test_zero_permits_are_allowed() -> None:
+    assert BatchSemaphore(0).available_permits == 0
+
+
+@pytest.mark.parametrize("permits", NOT_INTS)
+def test_non_int_permits_raise_type_error_naming_permits(permits: Any) -> None:
+    with pytest.raises(TypeError, match=r"^permits "):
+        BatchSemaphore(permits)
+
+
+@pytest.mark.parametrize("flag", ["fair", "strict"])
+def test_non_bool_flags_raise_type_error_naming_the_flag(flag: str) -> None:
+    kwargs: dict[str, Any] = {flag: 1}
+    with pytest.raises(TypeError, match=rf"^{flag} "):
+        BatchSemaphore(1, **kwargs)
+
+
+@pytest.mark.parametrize("n", [0, -1])
+async def test_acquire_of_fewer_than_one_raises_value_error_naming_n(n: int) -> None:
+    sem = BatchSemaphore(1)
+    with pytest.raises(ValueError, match=r"^n "):
+        await sem.acquire(n)
+    with pytest.raises(ValueError, match=r"^n "):
+        sem.acquire_nowait(n)
+    assert sem.available_permits == 1
+
+
+@pytest.mark.parametrize("n", NOT_INTS)
+async def test_acquire_of_a_non_int_raises_type_error_naming_n(n: Any) -> None:
+    sem = BatchSemaphore(2)
+    with pytest.raises(TypeError, match=r"^n "):
+        await sem.acquire(n)
+    with pytest.raises(TypeError, match=r"^n "):
+        sem.acquire_nowait(n)
+    assert sem.available_permits == 2
+
+
+@pytest.mark.parametrize("n", [0, -1])
+def test_release_of_fewer_than_one_raises_value_error_naming_n(n: int) -> None:
+    sem = BatchSemaphore(1)
+    with pytest.raises(ValueError, match=r"^n "):
+        sem.release(n)
+    assert sem.available_permits == 1
+
+
+@pytest.mark.parametrize("n", NOT_INTS)
+def test_release_of_a_non_int_raises_type_error_naming_n(n: Any) -> None:
+    sem = BatchSemaphore(1)
+    with pytest.raises(TypeError, match=r"^n "):
+        sem.release(n)
+    assert sem.available_permits == 1
+
+
+def test_hold_checks_n_when_called() -> None:
+    sem = BatchSemaphore(1)
+    with pytest.raises(ValueError, match=r"^n "):
+        sem.hold(0)
+    with pytest.raises(TypeError, match=r"^n "):
+        sem.hold(1.5)  # type: ignore[arg-type]

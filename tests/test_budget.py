@@ -1,0 +1,185 @@
+"""The cooperative budget and strict mode (DESIGN.md, "Checkpoints").
+
+A call that completes without blocking spends one unit of the budget; every
+BUDGET_SIZE such calls, one of them goes through a full checkpoint first.  So
+a loop of non-blocking calls can neither starve the other tasks nor outlive a
+cancellation by more than BUDGET_SIZE calls.  Strict mode makes every call a
+checkpoint.  BatchSemaphore.acquire with plenty of permits is the call under
+test.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+
+import anyio
+import anyio.lowlevel
+import pytest
+
+from anyio_prims import BatchSemaphore
+from anyio_prims._core import BUDGET_SIZE
+from anyio_prims._core._budget import Budget
+
+pytestmark = pytest.mark.anyio
+
+#: Calls a cancelled loop may make before the test gives up on it (so that a
+#: broken budget fails the test instead of hanging it).
+LIMIT = 10 * BUDGET_SIZE
+
+
+def test_budget_asks_for_a_checkpoint_once_every_budget_size_calls() -> None:
+    budget = Budget()
+    due = [i for i in range(3 * BUDGET_SIZE) if budget.spend()]
+    assert due == [BUDGET_SIZE - 1, 2 * BUDGET_SIZE - 1, 3 * BUDGET_SIZE - 1]
+
+
+async def test_non_blocking_loop_lets_another_task_run() -> None:
+    sem = BatchSemaphore(10)
+    flag = False
+    seen_at: int | None = None
+
+    async def set_flag() -> None:
+        nonlocal flag
+        flag = True
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(set_flag)
+        for i in range(4 * BUDGET_SIZE):
+            await sem.acquire()
+            sem.release()
+            if flag:
+                seen_at = i
+                break
+    # The loop reached a schedule point within one budget; on Trio the other
+    # task may be scheduled after the loop in that batch, hence two budgets.
+    assert seen_at is not None
+    assert seen_at < 2 * BUDGET_SIZE
+
+
+async def test_budgeted_calls_do_not_yield_on_every_call() -> None:
+    # The other side of the budget: non-strict calls are not schedule points
+    # each time (the cost the budget exists to avoid).
+    sem = BatchSemaphore(10)
+    ticks = 0
+    done = False
+
+    async def ticker(*, task_status: anyio.abc.TaskStatus[None]) -> None:
+        nonlocal ticks
+        task_status.started()
+        while not done:
+            ticks += 1
+            await anyio.lowlevel.checkpoint()
+
+    calls = 4 * BUDGET_SIZE
+    async with anyio.create_task_group() as tg:
+        await tg.start(ticker)
+        before = ticks
+        for _ in range(calls):
+            await sem.acquire()
+            sem.release()
+        during = ticks - before
+        done = True
+    assert during <= calls // BUDGET_SIZE + 1
+
+
+async def test_cancelled_loop_stops_within_the_budget() -> None:
+    sem = BatchSemaphore(10)
+    calls_after_cancel = 0
+    with anyio.CancelScope() as scope:
+        scope.cancel()
+        for _ in range(LIMIT):
+            calls_after_cancel += 1  # counts the call that raises, too
+            await sem.acquire()
+            sem.release()
+    assert scope.cancelled_caught
+    # At most BUDGET_SIZE calls are made after cancel(), the last of which
+    # raises (the budget may be anywhere from full to nearly spent).
+    assert calls_after_cancel <= BUDGET_SIZE
+    assert sem.available_permits == 10
+
+
+async def test_cancelled_loop_stops_within_the_budget_on_asyncio_task_cancel(
+    anyio_backend_name: str,
+) -> None:
+    if anyio_backend_name != "asyncio":
+        pytest.skip("a plain asyncio cancellation")
+    sem = BatchSemaphore(10)
+    calls_after_cancel = 0
+
+    async def loop() -> None:
+        nonlocal calls_after_cancel
+        this = asyncio.current_task()
+        assert this is not None
+        this.cancel()
+        for _ in range(LIMIT):
+            calls_after_cancel += 1
+            await sem.acquire()
+            sem.release()
+
+    task = asyncio.get_running_loop().create_task(loop())
+    await asyncio.wait({task})
+    assert task.cancelled()
+    assert calls_after_cancel <= BUDGET_SIZE
+    assert sem.available_permits == 10
+
+
+async def test_cancelled_hold_loop_stops_within_the_budget() -> None:
+    sem = BatchSemaphore(10)
+    calls_after_cancel = 0
+    with anyio.CancelScope() as scope:
+        scope.cancel()
+        for _ in range(LIMIT):
+            calls_after_cancel += 1
+            async with sem.hold(2):
+                pass
+    assert scope.cancelled_caught
+    assert calls_after_cancel <= BUDGET_SIZE
+    assert sem.available_permits == 10
+
+
+async def test_strict_mode_makes_every_call_a_schedule_point(
+    anyio_backend_name: str,
+) -> None:
+    sem = BatchSemaphore(10, strict=True)
+    ticks = 0
+    done = False
+
+    async def ticker(*, task_status: anyio.abc.TaskStatus[None]) -> None:
+        nonlocal ticks
+        task_status.started()
+        while not done:
+            ticks += 1
+            await anyio.lowlevel.checkpoint()
+
+    calls = 100
+    seen = []
+    async with anyio.create_task_group() as tg:
+        await tg.start(ticker)
+        for _ in range(calls):
+            seen.append(ticks)
+            await sem.acquire()
+            sem.release()
+        seen.append(ticks)
+        done = True
+    if anyio_backend_name == "asyncio":
+        # FIFO scheduling: the ticker runs between every two calls.
+        assert all(a < b for a, b in itertools.pairwise(seen))
+    else:
+        # Trio runs every runnable task once per batch, in a random order:
+        # each call yields into the next batch, where the ticker runs too.
+        assert seen[-1] - seen[0] >= calls - 1
+
+
+async def test_strict_mode_makes_every_call_a_cancellation_point() -> None:
+    sem = BatchSemaphore(10, strict=True)
+    calls_after_cancel = 0
+    with anyio.CancelScope() as scope:
+        scope.cancel()
+        for _ in range(LIMIT):
+            calls_after_cancel += 1
+            await sem.acquire()
+            sem.release()
+    assert scope.cancelled_caught
+    assert calls_after_cancel == 1
+    assert sem.available_permits == 10

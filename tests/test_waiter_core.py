@@ -1,0 +1,699 @@
+"""The waiter core: WaitQueue, Slot, park/grant/fail, the grant-then-cancel race.
+
+Tasks are ordered with ``anyio.wait_all_tasks_blocked()`` (``settle()``), never
+with sleeps.  The grant-then-cancel race exists on asyncio only (Trio cannot
+deliver a cancellation to a task it has rescheduled); those tests skip on Trio
+and run with both the native and the generic waiter.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+import anyio
+import anyio.lowlevel
+import pytest
+
+import anyio_prims._core as core
+from anyio_prims import BatchSemaphore
+from anyio_prims._core import WAITER_STATS, Slot, WaitQueue
+from anyio_prims._core._waiter import ABANDONED, GRANTED
+
+pytestmark = pytest.mark.anyio
+
+
+async def settle() -> None:
+    """Let every woken task run until all other tasks are blocked again."""
+    # A few plain checkpoints first: on asyncio, wait_all_tasks_blocked()
+    # sleeps 0.1 s whenever it finds a runnable task.
+    for _ in range(3):
+        await anyio.lowlevel.checkpoint()
+    await anyio.wait_all_tasks_blocked()
+
+
+@pytest.fixture
+def asyncio_only(anyio_backend_name: str) -> None:
+    if anyio_backend_name != "asyncio":
+        pytest.skip("asyncio only: Trio cannot cancel a task it has rescheduled")
+
+
+@pytest.fixture
+def native_asyncio_only(asyncio_only: None) -> None:
+    # The generic waiter sleeps on an anyio.Event, which cannot tell that its
+    # task was cancelled before it runs: it has no _gone() and relies on the
+    # grant-then-cancel path (give_back or re-armed cancellation) instead.
+    if core.FORCE_GENERIC:
+        pytest.skip("_gone() is a property of the native asyncio waiter")
+
+
+def spawn(coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
+    """A plain asyncio task (so the test can call ``task.cancel()`` on it)."""
+    return asyncio.get_running_loop().create_task(coro)
+
+
+async def finish(*tasks: asyncio.Task[Any]) -> None:
+    """Let the tasks run; they must be done (a failure, not a hang, if not)."""
+    await settle()
+    assert all(task.done() for task in tasks)
+
+
+async def park_into(
+    q: WaitQueue[Any] | Slot[Any],
+    payload: object,
+    results: dict[object, object],
+    give_back: Callable[[Any], None] | None = None,
+) -> None:
+    try:
+        results[payload] = await q.park(payload, give_back)
+    except Exception as exc:  # a failure: recorded, the task ends normally
+        results[payload] = exc
+    except BaseException as exc:  # a cancellation: recorded and propagated
+        results[payload] = exc
+        raise
+
+
+async def park_cancellably(
+    q: WaitQueue[Any] | Slot[Any],
+    payload: object,
+    scope: anyio.CancelScope,
+    results: dict[object, object],
+) -> None:
+    with scope:
+        results[payload] = await q.park(payload)
+
+
+# ---------------------------------------------------------------------------
+# WaitQueue: order, grant, fail
+# ---------------------------------------------------------------------------
+
+
+async def test_wait_queue_serves_waiters_in_arrival_order() -> None:
+    q: WaitQueue[int] = WaitQueue()
+    results: dict[object, object] = {}
+    async with anyio.create_task_group() as tg:
+        for i in range(6):
+            tg.start_soon(park_into, q, i, results)
+            await settle()  # one at a time: arrival order is i
+        assert [w.payload for w in q] == list(range(6))
+        popped = []
+        while (waiter := q.pop()) is not None:
+            popped.append(waiter.payload)
+            waiter.grant(f"granted {waiter.payload}")
+    assert popped == list(range(6))
+    assert results == {i: f"granted {i}" for i in range(6)}
+
+
+async def test_park_returns_the_granted_value() -> None:
+    q: WaitQueue[str] = WaitQueue()
+    results: dict[object, object] = {}
+    value = object()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(park_into, q, "a", results)
+        await settle()
+        waiter = q.pop()
+        assert waiter is not None
+        waiter.grant(value)
+    assert results["a"] is value
+
+
+async def test_failed_waiter_raises_the_failure() -> None:
+    q: WaitQueue[str] = WaitQueue()
+    failure = anyio.ClosedResourceError("closed for the test")
+    caught: list[BaseException] = []
+
+    async def parker() -> None:
+        try:
+            await q.park("a")
+        except anyio.ClosedResourceError as exc:
+            caught.append(exc)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(parker)
+        await settle()
+        waiter = q.pop()
+        assert waiter is not None
+        waiter.fail(failure)
+    assert caught == [failure]
+
+
+async def test_empty_queue_pops_and_peeks_none() -> None:
+    q: WaitQueue[int] = WaitQueue()
+    assert q.pop() is None
+    assert q.peek() is None
+    assert len(q) == 0
+    assert not q
+
+
+async def test_peek_returns_the_head_without_removing_it() -> None:
+    q: WaitQueue[int] = WaitQueue()
+    results: dict[object, object] = {}
+    async with anyio.create_task_group() as tg:
+        for i in range(2):
+            tg.start_soon(park_into, q, i, results)
+            await settle()
+        head = q.peek()
+        assert head is not None
+        assert head.payload == 0
+        assert len(q) == 2
+        assert q.pop() is head
+        head.grant()
+        last = q.pop()
+        assert last is not None
+        last.grant()
+
+
+# ---------------------------------------------------------------------------
+# WaitQueue: removal of cancelled waiters
+# ---------------------------------------------------------------------------
+
+
+async def test_cancelled_waiters_keep_len_and_bool_exact() -> None:
+    q: WaitQueue[int] = WaitQueue()
+    results: dict[object, object] = {}
+    scopes = [anyio.CancelScope() for _ in range(3)]
+    async with anyio.create_task_group() as tg:
+        for i, scope in enumerate(scopes):
+            tg.start_soon(park_cancellably, q, i, scope, results)
+            await settle()
+        assert len(q) == 3
+        scopes[1].cancel()
+        await settle()
+        assert len(q) == 2
+        assert q
+        scopes[0].cancel()
+        scopes[2].cancel()
+        await settle()
+        assert len(q) == 0
+        assert not q
+    assert results == {}  # nobody was granted anything
+
+
+async def test_pop_skips_cancelled_waiters_and_keeps_order() -> None:
+    q: WaitQueue[int] = WaitQueue()
+    results: dict[object, object] = {}
+    scopes = [anyio.CancelScope() for _ in range(6)]
+    async with anyio.create_task_group() as tg:
+        for i, scope in enumerate(scopes):
+            tg.start_soon(park_cancellably, q, i, scope, results)
+            await settle()
+        for i in (0, 1, 3):
+            scopes[i].cancel()
+        await settle()
+        popped = []
+        while (waiter := q.pop()) is not None:
+            popped.append(waiter.payload)
+            waiter.grant(waiter.payload)
+    assert popped == [2, 4, 5]
+    assert results == {2: 2, 4: 4, 5: 5}
+
+
+async def test_compaction_keeps_the_order_of_live_waiters() -> None:
+    q: WaitQueue[int] = WaitQueue()
+    results: dict[object, object] = {}
+    scopes = [anyio.CancelScope() for _ in range(40)]
+    async with anyio.create_task_group() as tg:
+        for i, scope in enumerate(scopes):
+            tg.start_soon(park_cancellably, q, i, scope, results)
+            await settle()
+        for i, scope in enumerate(scopes):
+            if i % 4:
+                scope.cancel()
+        await settle()
+        # Most of the queue died: it was compacted, not just marked.
+        assert len(q.parked) < 40
+        assert len(q) == 10
+        assert [w.payload for w in q] == list(range(0, 40, 4))
+        popped = []
+        while (waiter := q.pop()) is not None:
+            popped.append(waiter.payload)
+            waiter.grant(waiter.payload)
+    assert popped == list(range(0, 40, 4))
+
+
+async def test_many_cancellations_do_not_grow_the_queue_without_bound() -> None:
+    q: WaitQueue[int] = WaitQueue()
+    results: dict[object, object] = {}
+
+    async def park_batch(scope: anyio.CancelScope, first: int) -> None:
+        with scope:
+            async with anyio.create_task_group() as batch:
+                for i in range(first, first + 10):
+                    batch.start_soon(q.park, i)
+
+    sizes = []
+    async with anyio.create_task_group() as tg:
+        # A live waiter stays at the head all along, so pop() never gets to
+        # drop the dead ones behind it: only compaction bounds the deque.
+        tg.start_soon(park_into, q, -1, results)
+        await settle()
+        for batch_no in range(30):
+            scope = anyio.CancelScope()
+            tg.start_soon(park_batch, scope, batch_no * 10)
+            await settle()
+            assert len(q) == 11
+            scope.cancel()
+            await settle()
+            assert len(q) == 1
+            assert q
+            sizes.append(len(q.parked))
+        head = q.pop()
+        assert head is not None
+        assert head.payload == -1
+        head.grant("head")
+    assert results == {-1: "head"}
+    # 300 waiters were cancelled behind the head; the deque stayed small.
+    assert max(sizes) <= 40
+
+
+# ---------------------------------------------------------------------------
+# The grant-then-cancel race (asyncio)
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.usefixtures("asyncio_only")
+async def test_grant_cancelled_before_the_task_ran_goes_to_give_back() -> None:
+    q: WaitQueue[str] = WaitQueue()
+    given_back: list[object] = []
+    results: dict[object, object] = {}
+    task = spawn(park_into(q, "a", results, given_back.append))
+    await settle()
+    waiter = q.pop()
+    assert waiter is not None
+    waiter.grant(7)
+    task.cancel()  # same synchronous step: the task has not run yet
+    await finish(task)
+    assert task.cancelled()
+    assert isinstance(results["a"], asyncio.CancelledError)
+    assert given_back == [7]
+
+
+@pytest.mark.usefixtures("asyncio_only")
+async def test_grant_without_give_back_stands_and_cancels_at_the_next_await() -> None:
+    q: WaitQueue[str] = WaitQueue()
+    returned: list[object] = []
+    reached_after_next_await = False
+
+    async def parker() -> None:
+        nonlocal reached_after_next_await
+        returned.append(await q.park("a"))
+        await asyncio.sleep(0)
+        reached_after_next_await = True
+
+    task = spawn(parker())
+    await settle()
+    waiter = q.pop()
+    assert waiter is not None
+    waiter.grant(7)
+    task.cancel()
+    await finish(task)
+    assert returned == [7]
+    assert not reached_after_next_await
+    assert task.cancelled()
+
+
+@pytest.mark.usefixtures("asyncio_only")
+async def test_grant_without_give_back_under_asyncio_timeout_raises_at_next_await() -> (
+    None
+):
+    if sys.version_info < (3, 11):
+        pytest.skip("asyncio.timeout and Task.cancelling are 3.11+")
+    q: WaitQueue[str] = WaitQueue()
+    returned: list[object] = []
+    timeouts: list[Any] = []
+    cancelling: dict[str, int] = {}
+    reached_after_next_await = False
+
+    async def parker() -> None:
+        nonlocal reached_after_next_await
+        this = asyncio.current_task()
+        assert this is not None
+        cancelling["before"] = this.cancelling()
+        try:
+            async with asyncio.timeout(None) as timeout:
+                timeouts.append(timeout)
+                returned.append(await q.park("a"))
+                await asyncio.sleep(0)
+                reached_after_next_await = True
+        except TimeoutError:
+            cancelling["after"] = this.cancelling()
+            raise
+
+    task = spawn(parker())
+    await settle()
+    # Expire the timeout first (its callback is queued now), then grant: the
+    # timeout fires on a task whose wait has already been granted.
+    timeouts[0].reschedule(asyncio.get_running_loop().time())
+    waiter = q.pop()
+    assert waiter is not None
+    waiter.grant(7)
+    await finish(task)
+    assert returned == [7]
+    assert not reached_after_next_await
+    assert isinstance(task.exception(), TimeoutError)
+    assert cancelling["after"] == cancelling["before"]
+
+
+@pytest.mark.usefixtures("asyncio_only")
+async def test_grant_with_give_back_under_asyncio_timeout_is_given_back() -> None:
+    if sys.version_info < (3, 11):
+        pytest.skip("asyncio.timeout and Task.cancelling are 3.11+")
+    q: WaitQueue[str] = WaitQueue()
+    given_back: list[object] = []
+    timeouts: list[Any] = []
+    cancelling: dict[str, int] = {}
+
+    async def parker() -> None:
+        this = asyncio.current_task()
+        assert this is not None
+        cancelling["before"] = this.cancelling()
+        try:
+            async with asyncio.timeout(None) as timeout:
+                timeouts.append(timeout)
+                await q.park("a", given_back.append)
+        except TimeoutError:
+            cancelling["after"] = this.cancelling()
+            raise
+
+    task = spawn(parker())
+    await settle()
+    timeouts[0].reschedule(asyncio.get_running_loop().time())
+    waiter = q.pop()
+    assert waiter is not None
+    waiter.grant(7)
+    await finish(task)
+    assert isinstance(task.exception(), TimeoutError)
+    assert given_back == [7]
+    assert cancelling["after"] == cancelling["before"]
+
+
+async def test_grant_without_give_back_in_cancel_scope_raises_at_next_checkpoint() -> (
+    None
+):
+    q: WaitQueue[str] = WaitQueue()
+    returned: list[object] = []
+    reached_after_next_checkpoint = False
+    scope = anyio.CancelScope()
+
+    async def parker() -> None:
+        nonlocal reached_after_next_checkpoint
+        with scope:
+            returned.append(await q.park("a"))
+            await anyio.lowlevel.checkpoint()
+            reached_after_next_checkpoint = True
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(parker)
+        await settle()
+        waiter = q.pop()
+        assert waiter is not None
+        waiter.grant(7)
+        scope.cancel()  # same synchronous step as the grant
+    assert returned == [7]
+    assert not reached_after_next_checkpoint
+    assert scope.cancelled_caught
+
+
+@pytest.mark.usefixtures("asyncio_only")
+async def test_grant_without_give_back_keeps_the_task_cancelling_count() -> None:
+    if sys.version_info < (3, 11):
+        pytest.skip("asyncio.timeout and Task.cancelling are 3.11+")
+    # The cancellation is re-armed, not added: Task.cancelling() counts one
+    # request, as it would have without the race.
+    q: WaitQueue[str] = WaitQueue()
+    counts: list[int] = []
+
+    async def parker() -> None:
+        await q.park("a")
+        this = asyncio.current_task()
+        assert this is not None
+        counts.append(this.cancelling())
+        await asyncio.sleep(0)
+
+    task = spawn(parker())
+    await settle()
+    waiter = q.pop()
+    assert waiter is not None
+    waiter.grant(7)
+    task.cancel()
+    await finish(task)
+    assert counts == [1]
+    assert task.cancelled()
+
+
+# ---------------------------------------------------------------------------
+# _gone() waiters: asyncio future cancelled, task not yet run
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.usefixtures("native_asyncio_only")
+async def test_gone_waiter_is_skipped_by_peek_and_pop_and_never_granted() -> None:
+    q: WaitQueue[str] = WaitQueue()
+    results: dict[object, object] = {}
+    cancelled = spawn(park_into(q, "cancelled", results))
+    await settle()
+    live = spawn(park_into(q, "live", results))
+    await settle()
+    gone_waiter = q.parked[0]
+    cancelled.cancel()  # its future is cancelled; the task has not run yet
+    assert gone_waiter._gone()
+    head = q.peek()
+    assert head is not None
+    assert head.payload == "live"
+    popped = q.pop()
+    assert popped is head
+    popped.grant("value")
+    await finish(cancelled, live)
+    assert gone_waiter.state == ABANDONED
+    assert cancelled.cancelled()
+    assert results == {
+        "cancelled": results["cancelled"],
+        "live": "value",
+    }
+    assert isinstance(results["cancelled"], asyncio.CancelledError)
+    assert len(q) == 0
+    assert not q
+
+
+@pytest.mark.usefixtures("asyncio_only")
+async def test_cancel_before_grant_loses_nothing() -> None:
+    # Native waiter: the cancelled task is gone, pop() skips it.  Generic
+    # waiter: it is still popped and granted, and the grant is given back.
+    q: WaitQueue[str] = WaitQueue()
+    results: dict[object, object] = {}
+    given_back: list[object] = []
+    task = spawn(park_into(q, "a", results, given_back.append))
+    await settle()
+    task.cancel()
+    waiter = q.pop()
+    if waiter is not None:
+        waiter.grant(5)
+    await finish(task)
+    assert task.cancelled()
+    assert given_back == ([] if waiter is None else [5])
+    assert len(q) == 0
+
+
+@pytest.mark.usefixtures("native_asyncio_only")
+async def test_gone_waiter_is_not_taken_by_take_where() -> None:
+    q: WaitQueue[str] = WaitQueue()
+    results: dict[object, object] = {}
+    tasks = []
+    for name in ("a", "gone", "b"):
+        tasks.append(spawn(park_into(q, name, results)))
+        await settle()
+    gone_waiter = q.parked[1]
+    tasks[1].cancel()
+    taken = q.take_where(lambda waiter: True)
+    assert [w.payload for w in taken] == ["a", "b"]
+    for waiter in taken:
+        waiter.grant(waiter.payload)
+    await finish(*tasks)
+    assert gone_waiter.state != GRANTED
+    assert results["a"] == "a"
+    assert results["b"] == "b"
+    assert tasks[1].cancelled()
+    assert len(q) == 0
+    assert len(q.parked) == 0
+
+
+@pytest.mark.usefixtures("native_asyncio_only")
+async def test_gone_waiter_is_not_returned_by_drain() -> None:
+    q: WaitQueue[str] = WaitQueue()
+    results: dict[object, object] = {}
+    tasks = []
+    for name in ("gone", "a"):
+        tasks.append(spawn(park_into(q, name, results)))
+        await settle()
+    tasks[0].cancel()
+    drained = q.drain()
+    assert [w.payload for w in drained] == ["a"]
+    drained[0].fail(anyio.ClosedResourceError())
+    await finish(*tasks)
+    assert tasks[0].cancelled()
+    assert isinstance(results["a"], anyio.ClosedResourceError)
+    assert len(q) == 0
+
+
+async def test_take_where_takes_fitting_waiters_in_order_and_keeps_the_rest() -> None:
+    q: WaitQueue[int] = WaitQueue()
+    results: dict[object, object] = {}
+    async with anyio.create_task_group() as tg:
+        for n in (5, 1, 2, 7, 3):
+            tg.start_soon(park_into, q, n, results)
+            await settle()
+        taken = q.take_where(lambda waiter: waiter.payload < 4)
+        assert [w.payload for w in taken] == [1, 2, 3]
+        assert [w.payload for w in q] == [5, 7]
+        assert len(q) == 2
+        for waiter in taken:
+            waiter.grant("taken")
+        for waiter in q.drain():
+            waiter.grant("drained")
+    assert results == {1: "taken", 2: "taken", 3: "taken", 5: "drained", 7: "drained"}
+
+
+# ---------------------------------------------------------------------------
+# Slot
+# ---------------------------------------------------------------------------
+
+
+async def test_slot_park_returns_the_granted_value() -> None:
+    slot: Slot[str] = Slot()
+    results: dict[object, object] = {}
+    async with anyio.create_task_group() as tg:
+        assert not slot
+        tg.start_soon(park_into, slot, "a", results)
+        await settle()
+        assert slot
+        waiter = slot.pop()
+        assert waiter is not None
+        assert waiter.payload == "a"
+        assert not slot
+        waiter.grant(3)
+    assert results == {"a": 3}
+
+
+async def test_slot_pop_of_an_empty_slot_is_none() -> None:
+    slot: Slot[str] = Slot()
+    assert slot.pop() is None
+    assert not slot
+
+
+async def test_slot_failed_waiter_raises_the_failure() -> None:
+    slot: Slot[str] = Slot()
+    results: dict[object, object] = {}
+    failure = anyio.BrokenResourceError()
+
+    async def parker() -> None:
+        try:
+            await slot.park("a")
+        except anyio.BrokenResourceError as exc:
+            results["a"] = exc
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(parker)
+        await settle()
+        waiter = slot.pop()
+        assert waiter is not None
+        waiter.fail(failure)
+    assert results == {"a": failure}
+
+
+async def test_slot_is_empty_after_its_waiter_is_cancelled() -> None:
+    slot: Slot[str] = Slot()
+    results: dict[object, object] = {}
+    scope = anyio.CancelScope()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(park_cancellably, slot, "a", scope, results)
+        await settle()
+        assert slot
+        scope.cancel()
+        await settle()
+        assert not slot
+        assert slot.waiter is None
+        assert slot.pop() is None
+    assert results == {}
+    assert scope.cancelled_caught
+
+
+@pytest.mark.usefixtures("native_asyncio_only")
+async def test_slot_pop_skips_a_gone_waiter() -> None:
+    slot: Slot[str] = Slot()
+    results: dict[object, object] = {}
+    task = spawn(park_into(slot, "a", results))
+    await settle()
+    task.cancel()
+    assert not slot
+    assert slot.pop() is None
+    await finish(task)
+    assert task.cancelled()
+    assert slot.waiter is None
+
+
+@pytest.mark.usefixtures("asyncio_only")
+async def test_slot_grant_cancelled_before_the_task_ran_goes_to_give_back() -> None:
+    slot: Slot[str] = Slot()
+    results: dict[object, object] = {}
+    given_back: list[object] = []
+    task = spawn(park_into(slot, "a", results, given_back.append))
+    await settle()
+    waiter = slot.pop()
+    assert waiter is not None
+    waiter.grant(9)
+    task.cancel()
+    await finish(task)
+    assert task.cancelled()
+    assert given_back == [9]
+
+
+# ---------------------------------------------------------------------------
+# Fast paths create no waiter; backend detection
+# ---------------------------------------------------------------------------
+
+
+async def test_uncontended_acquire_and_release_create_no_waiter() -> None:
+    sem = BatchSemaphore(3)
+    before = WAITER_STATS.created
+    for _ in range(1000):
+        await sem.acquire()
+        await sem.acquire(2)
+        sem.release(3)
+        sem.acquire_nowait(3)
+        sem.release(3)
+    assert WAITER_STATS.created == before
+
+
+async def test_blocking_acquire_creates_a_waiter() -> None:
+    sem = BatchSemaphore(0)
+    before = WAITER_STATS.created
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(sem.acquire)
+        await settle()
+        assert WAITER_STATS.created == before + 1
+        sem.release()
+
+
+async def test_running_backend_names_the_waiter_in_use(anyio_backend_name: str) -> None:
+    expected = "generic" if core.FORCE_GENERIC else anyio_backend_name
+    assert core.running_backend() == expected
+
+
+async def test_park_works_through_every_waiter_kind(
+    anyio_backend_name: str,
+) -> None:
+    # The waiter created matches the backend (native or generic).
+    q: WaitQueue[str] = WaitQueue()
+    results: dict[object, object] = {}
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(park_into, q, "a", results)
+        await settle()
+        waiter = q.pop()
+        assert waiter is not None
+        kind = type(waiter).__name__
+        expected = "generic" if core.FORCE_GENERIC else anyio_backend_name
+        assert kind.lower().startswith(expected)
+        waiter.grant(1)
+    assert results == {"a": 1}
