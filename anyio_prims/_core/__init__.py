@@ -14,7 +14,7 @@ from ._backend import (
     task_info,
 )
 from ._budget import BUDGET, BUDGET_SIZE
-from ._mode import BUDGETED, STRICT, budget_checkpoint, enter, mode_for
+from ._mode import BUDGETED, STRICT, budget_checkpoint, check_strict, enter, mode_for
 from ._waiter import WAITER_STATS, Slot, Waiter, WaitQueue
 
 __all__ = [
@@ -28,6 +28,7 @@ __all__ = [
     "WaitQueue",
     "Waiter",
     "budget_checkpoint",
+    "check_strict",
     "checkpoint",
     "checkpoint_if_cancelled",
     "current_task",

@@ -44,6 +44,13 @@ async def budget_checkpoint() -> None:
     await checkpoint()
 
 
+def check_strict(strict: object) -> bool:
+    """``strict`` validated: a primitive's ``strict=`` keyword."""
+    if not isinstance(strict, bool):
+        raise TypeError(f"strict must be a bool, not {type(strict).__name__}")
+    return strict
+
+
 def mode_for(strict: object) -> int:
     """The mode of a primitive built with ``strict=...`` (validated)."""
     if not isinstance(strict, bool):

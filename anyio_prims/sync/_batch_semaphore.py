@@ -29,7 +29,7 @@ from typing import Any
 
 import anyio
 
-from .._core import BUDGET, STRICT, WaitQueue, budget_checkpoint, mode_for
+from .._core import BUDGET, WaitQueue, budget_checkpoint, check_strict
 
 
 @dataclass(frozen=True)
@@ -87,7 +87,7 @@ class BatchSemaphore:
             raise ValueError(f"permits must be >= 0, got {permits}")
         if not isinstance(fair, bool):
             raise TypeError(f"fair must be a bool, not {type(fair).__name__}")
-        self._strict = mode_for(strict) == STRICT
+        self._strict = check_strict(strict)
         self._value: float = permits
         self._fair = fair
         self._closed = False

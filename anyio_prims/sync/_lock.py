@@ -37,7 +37,7 @@ from types import TracebackType
 
 import anyio
 
-from .._core import BUDGET, BUDGETED, STRICT, checkpoint, current_task, task_info
+from .._core import BUDGET, budget_checkpoint, current_task, task_info
 from ._batch_semaphore import BatchSemaphore
 
 
@@ -53,10 +53,10 @@ class Lock:
         checkpoint, as in AnyIO
     """
 
-    __slots__ = ("__weakref__", "_mode", "_owner", "_sem")
+    __slots__ = ("__weakref__", "_owner", "_sem", "_strict")
 
     def __init__(self, *, fast_acquire: bool = False) -> None:
-        self._mode = BUDGETED if fast_acquire else STRICT
+        self._strict = not fast_acquire
         self._owner: object | None = None
         self._sem = BatchSemaphore(1)
 
@@ -71,8 +71,10 @@ class Lock:
 
         :raises RuntimeError: if the current task already holds the lock
         """
-        if self._mode == STRICT or BUDGET.spend():
-            await checkpoint()
+        budget = BUDGET
+        budget.left -= 1
+        if budget.left <= 0 or self._strict:
+            await budget_checkpoint()
         sem = self._sem
         task = current_task()
         if sem._value > 0 and not sem._waiters.parked:
@@ -159,7 +161,7 @@ class Semaphore:
     waits.
     """
 
-    __slots__ = ("__weakref__", "_max_value", "_mode", "_sem")
+    __slots__ = ("__weakref__", "_max_value", "_sem", "_strict")
 
     def __init__(
         self,
@@ -180,7 +182,7 @@ class Semaphore:
                     "max_value must be equal to or higher than initial_value"
                 )
         self._max_value = max_value
-        self._mode = BUDGETED if fast_acquire else STRICT
+        self._strict = not fast_acquire
         self._sem = BatchSemaphore(int(initial_value))
 
     async def acquire(self) -> None:
@@ -191,8 +193,10 @@ class Semaphore:
         the call holds nothing: a unit handed to it meanwhile goes to the
         next waiter, or back to the value.
         """
-        if self._mode == STRICT or BUDGET.spend():
-            await checkpoint()
+        budget = BUDGET
+        budget.left -= 1
+        if budget.left <= 0 or self._strict:
+            await budget_checkpoint()
         sem = self._sem
         if sem._value > 0 and not sem._waiters.parked:
             sem._value -= 1
@@ -236,8 +240,10 @@ class Semaphore:
 
     async def __aenter__(self) -> Semaphore:
         # acquire() inlined: ``async with sem:`` costs no extra frame.
-        if self._mode == STRICT or BUDGET.spend():
-            await checkpoint()
+        budget = BUDGET
+        budget.left -= 1
+        if budget.left <= 0 or self._strict:
+            await budget_checkpoint()
         sem = self._sem
         if sem._value > 0 and not sem._waiters.parked:
             sem._value -= 1

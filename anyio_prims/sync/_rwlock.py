@@ -58,7 +58,7 @@ from types import TracebackType
 
 import anyio
 
-from .._core import BUDGET, STRICT, WaitQueue, checkpoint, current_task, mode_for
+from .._core import BUDGET, WaitQueue, budget_checkpoint, check_strict, current_task
 from .._core import task_info as _task_info
 
 
@@ -106,10 +106,10 @@ class RWLock:
     while holding the lock.
     """
 
-    __slots__ = ("__weakref__", "_mode", "_readers", "_waiters", "_writer")
+    __slots__ = ("__weakref__", "_readers", "_strict", "_waiters", "_writer")
 
     def __init__(self, *, strict: bool = False) -> None:
-        self._mode = mode_for(strict)
+        self._strict = check_strict(strict)
         self._readers: set[object] = set()
         self._writer: object | None = None
         self._waiters: WaitQueue[tuple[object, bool]] = WaitQueue()
@@ -127,8 +127,10 @@ class RWLock:
 
         :raises RuntimeError: if the current task already holds the lock
         """
-        if self._mode == STRICT or BUDGET.spend():
-            await checkpoint()
+        budget = BUDGET
+        budget.left -= 1
+        if budget.left <= 0 or self._strict:
+            await budget_checkpoint()
         task = current_task()
         if (
             self._writer is None
@@ -198,8 +200,10 @@ class RWLock:
 
         :raises RuntimeError: if the current task already holds the lock
         """
-        if self._mode == STRICT or BUDGET.spend():
-            await checkpoint()
+        budget = BUDGET
+        budget.left -= 1
+        if budget.left <= 0 or self._strict:
+            await budget_checkpoint()
         task = current_task()
         if self._writer is None and not self._readers and not self._waiters.parked:
             self._writer = task
@@ -341,8 +345,10 @@ class Reading:
     async def __aenter__(self) -> None:
         # RWLock.acquire_read, inlined: no nested coroutine on the fast path.
         lock = self._lock
-        if lock._mode == STRICT or BUDGET.spend():
-            await checkpoint()
+        budget = BUDGET
+        budget.left -= 1
+        if budget.left <= 0 or lock._strict:
+            await budget_checkpoint()
         task = current_task()
         if self._task is not None:
             raise RuntimeError("this RWLock.read() context manager is already in use")
@@ -386,8 +392,10 @@ class Writing:
     async def __aenter__(self) -> None:
         # RWLock.acquire_write, inlined: no nested coroutine on the fast path.
         lock = self._lock
-        if lock._mode == STRICT or BUDGET.spend():
-            await checkpoint()
+        budget = BUDGET
+        budget.left -= 1
+        if budget.left <= 0 or lock._strict:
+            await budget_checkpoint()
         task = current_task()
         if self._task is not None:
             raise RuntimeError("this RWLock.write() context manager is already in use")
