@@ -1,5 +1,6 @@
 """Sessions: tests per backend and waiter, tests on every interpreter, lint,
-typecheck.  ``nox -s tests`` is the README's test command and what CI runs.
+typecheck, bench.  ``nox -s lint typecheck tests`` is the README's test
+command and what CI runs; ``nox -s bench`` is its benchmark command.
 """
 
 from __future__ import annotations
@@ -29,7 +30,10 @@ def _expose_interpreter(version: str) -> None:
     """
     name = f"python{version}"
     found = shutil.which(name)
-    if found and subprocess.run([found, "-c", "pass"], capture_output=True).returncode == 0:
+    if (
+        found
+        and subprocess.run([found, "-c", "pass"], capture_output=True).returncode == 0
+    ):
         return
     root = os.environ.get("PYENV_ROOT", os.path.expanduser("~/.pyenv"))
     for candidate in sorted(glob.glob(f"{root}/versions/{version}.*/bin/{name}")):
@@ -62,7 +66,9 @@ def tests_versions(session: nox.Session) -> None:
     """The whole suite, every backend, on each interpreter that is present."""
     _install(session)
     for waiter in WAITERS:
-        session.run("pytest", "-q", *session.posargs, env={"ANYIO_PRIMS_WAITER": waiter})
+        session.run(
+            "pytest", "-q", *session.posargs, env={"ANYIO_PRIMS_WAITER": waiter}
+        )
 
 
 @nox.session
@@ -78,3 +84,16 @@ def typecheck(session: nox.Session) -> None:
     """mypy --strict on the package."""
     session.install("-e", ".[trio]", "mypy>=1.10")
     session.run("mypy", "--strict", "anyio_prims")
+
+
+@nox.session
+def bench(session: nox.Session) -> None:
+    """The pyperf comparison against each backend's own primitives, then the
+    report (bench/results/report.md and charts).  Quick by default (under 10
+    minutes on 2 cores); ``nox -s bench -- --full`` for rigorous runs.
+    """
+    session.install(
+        ".[trio,uvloop]", "pyperf>=2.11", "aiologic", "aiometer", "matplotlib"
+    )
+    session.run("python", "bench/run.py", *session.posargs)
+    session.run("python", "bench/report.py")

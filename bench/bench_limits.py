@@ -1,0 +1,132 @@
+"""The two limits every other figure is read against, measured in the same run.
+
+``limits.limit_minimal_channel.<backend>.bare``
+    A deque behind two plain async functions (``await send(x)`` appends,
+    ``await receive()`` pops), one task, one send+receive per loop: the cost of
+    the Python calls a channel cannot avoid.  No checkpoint, never blocks.
+
+``limits.limit_park_unpark.<backend>.bare``
+    Two tasks ping-ponging through the backend's bare wake-up mechanism, one
+    round trip (two task switches) per loop: the cost of a task switch.  On
+    asyncio (and uvloop) each side awaits a fresh ``loop.create_future()``
+    that the other resolves; on Trio each side parks in
+    ``wait_task_rescheduled`` and the other calls ``reschedule``.
+
+Run as ``python bench/bench_limits.py --backend asyncio`` plus pyperf options;
+bench/run.py does that for every backend.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from harness import Impl, Suite, expect, perf_counter
+from peers import MINIMAL_CHANNEL, MinimalChan
+
+BARE_SWITCH = Impl("bare", "limit: bare wake-up, no cancellation handling")
+
+
+async def minimal_channel(loops: int) -> float:
+    chan = MinimalChan()
+    send, receive = chan.send, chan.receive
+    total = 0
+    t0 = perf_counter()
+    for i in range(loops):
+        await send(i)
+        total += await receive()
+    elapsed = perf_counter() - t0
+    expect(total == loops * (loops - 1) // 2, f"minimal channel checksum {total}")
+    return elapsed
+
+
+async def park_unpark_asyncio(loops: int) -> float:
+    loop = asyncio.get_running_loop()
+    create_future = loop.create_future
+    # box[0]: the future the echo task waits on; box[1]: the main task's.
+    box: list[Any] = [None, None]
+    echoed = 0
+
+    async def echo() -> None:
+        nonlocal echoed
+        fut = box[0] = create_future()
+        for _ in range(loops):
+            value = await fut
+            fut = box[0] = create_future()
+            echoed += 1
+            box[1].set_result(value)
+
+    task = loop.create_task(echo())
+    await asyncio.sleep(0)  # the echo task parks on its first future
+    total = 0
+    t0 = perf_counter()
+    for i in range(loops):
+        fut = box[1] = create_future()
+        box[0].set_result(i)
+        total += await fut
+    elapsed = perf_counter() - t0
+    box[0].cancel()
+    await task
+    expect(echoed == loops, f"park/unpark echoed {echoed} of {loops}")
+    expect(total == loops * (loops - 1) // 2, f"park/unpark checksum {total}")
+    return elapsed
+
+
+async def park_unpark_trio(loops: int) -> float:
+    import trio
+    import trio.lowlevel as lowlevel
+
+    wait, reschedule = lowlevel.wait_task_rescheduled, lowlevel.reschedule
+    value = trio.lowlevel.Abort.SUCCEEDED
+
+    def abort(_: Any) -> Any:
+        return value
+
+    # box[0]: the echo task, box[1]: the main task, box[2]: the value passed.
+    box: list[Any] = [None, lowlevel.current_task(), 0]
+    echoed = 0
+
+    async def echo() -> None:
+        nonlocal echoed
+        box[0] = lowlevel.current_task()
+        for _ in range(loops):
+            await wait(abort)
+            echoed += 1
+            reschedule(box[1])
+
+    total = 0
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(echo)
+        while box[0] is None or box[0]._abort_func is None:
+            await lowlevel.cancel_shielded_checkpoint()
+        echo_task = box[0]
+        t0 = perf_counter()
+        for i in range(loops):
+            box[2] = i
+            reschedule(echo_task)
+            await wait(abort)
+            total += box[2]
+        elapsed = perf_counter() - t0
+    expect(echoed == loops, f"park/unpark echoed {echoed} of {loops}")
+    expect(total == loops * (loops - 1) // 2, f"park/unpark checksum {total}")
+    return elapsed
+
+
+def main() -> None:
+    suite = Suite("limits", __doc__.splitlines()[0])
+    suite.add(
+        "limit_minimal_channel",
+        MINIMAL_CHANNEL,
+        minimal_channel,
+        unit="send+receive",
+    )
+    suite.add(
+        "limit_park_unpark",
+        BARE_SWITCH,
+        park_unpark_trio if suite.backend == "trio" else park_unpark_asyncio,
+        unit="round trip (two task switches)",
+    )
+
+
+if __name__ == "__main__":
+    main()
