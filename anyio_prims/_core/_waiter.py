@@ -122,8 +122,18 @@ class AsyncioWaiter(Waiter[P]):
     __slots__ = ("_fut",)
 
     def __init__(self, payload: P, owner: Parking, loop: AbstractEventLoop) -> None:
-        super().__init__(payload, owner)
+        # Waiter.__init__ inlined: this runs on every blocking call.
+        self.payload = payload
+        self.owner = owner
+        self.state = PENDING
+        self.value = None
         self._fut = loop.create_future()
+
+    def grant(self, value: object = None) -> None:
+        # Waiter.grant with _wake inlined: this runs on every handoff.
+        self.value = value
+        self.state = GRANTED
+        self._fut.set_result(None)
 
     def _wake(self) -> None:
         self._fut.set_result(None)
@@ -191,30 +201,30 @@ class Parking:
         """``waiter`` became ABANDONED while still parked here."""
         raise NotImplementedError
 
-    async def _park(
+    def _interrupted(
         self,
-        waiter: Waiter[P],
+        waiter: Waiter[Any],
+        exc: BaseException,
         give_back: Callable[[Any], None] | None,
-    ) -> Any:
-        try:
-            await waiter._sleep()
-        except BaseException as exc:
-            state = waiter.state
-            if state is PENDING:
-                # Cancelled while parked: nothing was granted.
-                waiter.state = ABANDONED
-                self._abandoned(waiter)
-            elif state is GRANTED:
-                # Granted, then cancelled before the task ran.
-                if give_back is not None:
-                    give_back(waiter.value)
-                elif is_cancellation(exc):
-                    rearm_cancellation(exc)
-                    return waiter.value
-            raise
-        if waiter.state is FAILED:
-            raise waiter.value
-        return waiter.value
+    ) -> bool:
+        """Settle a park that raised ``exc``; ``True`` if the grant stands.
+
+        Called from the ``except`` clause of ``park``; on ``False`` the
+        caller re-raises ``exc``.
+        """
+        state = waiter.state
+        if state is PENDING:
+            # Cancelled while parked: nothing was granted.
+            waiter.state = ABANDONED
+            self._abandoned(waiter)
+        elif state is GRANTED:
+            # Granted, then cancelled before the task ran.
+            if give_back is not None:
+                give_back(waiter.value)
+            elif is_cancellation(exc):
+                rearm_cancellation(exc)
+                return True
+        return False
 
 
 class WaitQueue(Parking, Generic[P]):
@@ -250,7 +260,15 @@ class WaitQueue(Parking, Generic[P]):
         """
         waiter = new_waiter(payload, self)
         self.parked.append(waiter)
-        return await self._park(waiter, give_back)
+        try:
+            await waiter._sleep()
+        except BaseException as exc:
+            if self._interrupted(waiter, exc, give_back):
+                return waiter.value
+            raise
+        if waiter.state is FAILED:
+            raise waiter.value
+        return waiter.value
 
     def peek(self) -> Waiter[P] | None:
         """The live waiter at the head, without removing it."""
@@ -347,7 +365,15 @@ class Slot(Parking, Generic[P]):
         """As :meth:`WaitQueue.park`; the slot must be empty."""
         waiter = new_waiter(payload, self)
         self.waiter = waiter
-        return await self._park(waiter, give_back)
+        try:
+            await waiter._sleep()
+        except BaseException as exc:
+            if self._interrupted(waiter, exc, give_back):
+                return waiter.value
+            raise
+        if waiter.state is FAILED:
+            raise waiter.value
+        return waiter.value
 
     def pop(self) -> Waiter[P] | None:
         """Remove and return the parked waiter if it is live."""

@@ -124,7 +124,8 @@ class BatchSemaphore:
         await self._acquire_blocking(n)
 
     async def _acquire_blocking(self, n: int) -> None:
-        check_count(n, "n")
+        if type(n) is not int or n < 1:
+            check_count(n, "n")
         if self._closed:
             raise anyio.ClosedResourceError
         if n <= self._value and (not self._fair or not self._waiters):
@@ -170,7 +171,7 @@ class BatchSemaphore:
         waiters = self._waiters
         if self._fair:
             while (head := waiters.peek()) is not None and head.payload <= self._value:
-                waiters.pop()
+                waiters.parked.popleft()  # the live head peek() found
                 self._value -= head.payload
                 head.grant(head.payload)  # what _give_back() returns
         elif self._value > 0 and waiters:
