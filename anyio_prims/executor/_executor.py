@@ -236,7 +236,7 @@ class Executor:
             if not errors:
                 raise
             if isinstance(raised, BaseExceptionGroup):
-                others = list(raised.exceptions)
+                others: list[BaseException] = list(raised.exceptions)
             elif isinstance(raised, anyio.get_cancelled_exc_class()):
                 others = []
             else:
