@@ -3,6 +3,8 @@ with uvloop) and Trio, faster than what each backend ships."""
 
 from __future__ import annotations
 
+from . import mpmc, mpsc, oneshot, spmc, streams
+from .channels import ChannelStatistics
 from .executor import (
     Executor,
     ExecutorStatistics,
@@ -10,6 +12,7 @@ from .executor import (
     JoinHandle,
     MapIterator,
 )
+from .streams import create_memory_object_stream
 from .sync import (
     BatchSemaphore,
     BatchSemaphoreStatistics,
@@ -26,6 +29,7 @@ __all__ = [
     "BatchSemaphore",
     "BatchSemaphoreStatistics",
     "CapacityLimiter",
+    "ChannelStatistics",
     "Condition",
     "Event",
     "Executor",
@@ -37,4 +41,10 @@ __all__ = [
     "RWLock",
     "RWLockStatistics",
     "Semaphore",
+    "create_memory_object_stream",
+    "mpmc",
+    "mpsc",
+    "oneshot",
+    "spmc",
+    "streams",
 ]

@@ -1,0 +1,350 @@
+# The endpoints of mpsc, spmc and mpmc channels (and, through SendEndpoint
+# and ReceiveEndpoint, of the anyio drop-in).
+#
+# An endpoint is a handle on a shared ChannelState plus its own ``_closed``
+# flag; closing it changes the state's counts.  The hot calls are flat:
+#
+#   send:     budget check, then ``len(buffer) < send_limit`` -> append
+#   receive:  budget check, then ``len(buffer) > recv_floor`` -> popleft
+#
+# and the rest (closed endpoints, the single side's checks, a parked sender
+# to admit) is the state's slow path; handing an item to a parked receiver
+# allocates nothing either.  Only a call that blocks creates a waiter, and
+# parks here, in the endpoint, to save a coroutine frame per wait.  The
+# budget check is the one every primitive starts with, inlined: with
+# ``strict`` every call is a checkpoint (as in AnyIO), otherwise one call in
+# BUDGET_SIZE is.  The checkpoint comes first, so a cancellation there
+# leaves nothing done.
+#
+# ``clone()`` exists only on the sides that may have many endpoints; a
+# single side (the mpsc receiver, the spmc sender) raises BusyResourceError
+# when a second task uses it while one is blocked in it.
+from __future__ import annotations
+
+from types import TracebackType
+from typing import Any, Generic, TypeVar, cast
+
+import anyio
+from anyio.abc import ObjectReceiveStream, ObjectSendStream
+
+from .._core import BUDGET, budget_checkpoint
+from ._state import (
+    INF,
+    NOTHING,
+    ChannelState,
+    ChannelStatistics,
+    ReceiveCall,
+    check_max_items,
+)
+
+T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
+T_contra = TypeVar("T_contra", contravariant=True)
+S = TypeVar("S", bound="SendEndpoint[Any]")
+R = TypeVar("R", bound="ReceiveEndpoint[Any]")
+
+
+class SendEndpoint(ObjectSendStream[T_contra], Generic[T_contra]):
+    """The sending half of a channel (no statistics, no clone)."""
+
+    __slots__ = ("_closed", "_state", "_strict")
+
+    def __init__(self, state: ChannelState[T_contra]) -> None:
+        self._state = state
+        self._strict = state.strict
+        self._closed = False
+        state.senders += 1
+
+    async def send(self, item: T_contra) -> None:
+        """Send ``item``, blocking while the buffer is full.
+
+        Blocks until there is room in the buffer or a receiver takes the item
+        (with capacity 0, until a receiver takes it).  A checkpoint when it
+        blocks; otherwise as the channel's checkpoint mode says (every call if
+        ``strict``, else at least once every 64 calls).  Blocked senders are
+        served in arrival order.
+
+        Cancelled before the item was taken: nothing was sent.  Cancelled
+        after a receiver took it: the call returns normally and the
+        cancellation takes effect at the task's next checkpoint.
+
+        :raises anyio.ClosedResourceError: if this endpoint is closed, or is
+            closed while the call waits
+        :raises anyio.BrokenResourceError: if every receiver is closed, or
+            they all close while the call waits
+        :raises anyio.BusyResourceError: on a single sender (spmc), if another
+            task is blocked sending on it
+        """
+        budget = BUDGET
+        budget.left -= 1
+        if budget.left <= 0 or self._strict:
+            await budget_checkpoint()
+        state = self._state
+        buffer = state.buffer
+        if len(buffer) < state.send_limit and not self._closed:
+            buffer.append(item)
+            return
+        if state.try_send(self._closed, item):
+            return
+        # Block until a receiver takes the item.  give_back=None: once taken,
+        # the send cannot be undone, so a cancellation arriving then is
+        # re-armed for the next checkpoint and the call returns normally.
+        state.recv_floor = INF  # a sender is parked: its item comes next
+        try:
+            await state.send_waiters.park((self, item), None)
+        except BaseException:
+            state.send_in_flight = False
+            state.sync()
+            raise
+        if state.single_sender:
+            state.send_in_flight = False
+            state.sync()
+
+    def send_nowait(self, item: T_contra) -> None:
+        """Send ``item`` if that can be done without blocking.  Not a checkpoint.
+
+        :raises anyio.WouldBlock: if the buffer is full and no receiver waits
+        :raises anyio.ClosedResourceError: if this endpoint is closed
+        :raises anyio.BrokenResourceError: if every receiver is closed
+        :raises anyio.BusyResourceError: on a single sender (spmc), if another
+            task is blocked sending on it
+        """
+        state = self._state
+        buffer = state.buffer
+        if len(buffer) < state.send_limit and not self._closed:
+            buffer.append(item)
+            return
+        if not state.try_send(self._closed, item):
+            raise anyio.WouldBlock
+
+    def close(self) -> None:
+        """Close this endpoint.  Idempotent; never blocks.
+
+        Tasks blocked sending on this endpoint get ClosedResourceError (their
+        items were not sent).  When the last sender closes, receivers get
+        what is buffered and then ``anyio.EndOfStream``.
+        """
+        if not self._closed:
+            self._closed = True
+            self._state.close_sender(self)
+
+    async def aclose(self) -> None:
+        """As :meth:`close`.  Not a checkpoint (it cannot be cancelled)."""
+        self.close()
+
+    @property
+    def closed(self) -> bool:
+        """Whether this endpoint has been closed."""
+        return self._closed
+
+    def __enter__(self: S) -> S:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_val: BaseException | None,
+        exc_tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = self._state
+        status = "closed" if self._closed else "open"
+        return (
+            f"<{type(self).__module__}.{type(self).__qualname__} {status} "
+            f"buffered={len(state.buffer)} capacity={state.capacity}>"
+        )
+
+
+class ReceiveEndpoint(ObjectReceiveStream[T_co], Generic[T_co]):
+    """The receiving half of a channel (no statistics, no clone)."""
+
+    __slots__ = ("_closed", "_state", "_strict")
+
+    def __init__(self, state: ChannelState[T_co]) -> None:
+        self._state = state
+        self._strict = state.strict
+        self._closed = False
+        state.receivers += 1
+
+    async def receive(self) -> T_co:
+        """Receive the next item, blocking while there is none.
+
+        A checkpoint when it blocks; otherwise as the channel's checkpoint
+        mode says.  Blocked receivers are served in arrival order.
+
+        Cancelled before an item was granted: nothing was taken.  Cancelled
+        after one was granted but before the task ran: the item goes to the
+        next receiver, or back to the front of the buffer, and the
+        cancellation propagates.
+
+        :raises anyio.EndOfStream: if the buffer is empty and every sender is
+            closed (``async for`` ends)
+        :raises anyio.ClosedResourceError: if this endpoint is closed, or is
+            closed while the call waits
+        :raises anyio.BusyResourceError: on a single receiver (mpsc), if
+            another task is blocked receiving on it
+        """
+        budget = BUDGET
+        budget.left -= 1
+        if budget.left <= 0 or self._strict:
+            await budget_checkpoint()
+        state = self._state
+        buffer = state.buffer
+        if len(buffer) > state.recv_floor and not self._closed:
+            return buffer.popleft()
+        taken = state.try_receive(self._closed)
+        if taken is not NOTHING:
+            return cast("T_co", taken)
+        # Block until a sender grants an item.  If the task is cancelled
+        # after the grant, the core calls ``call`` to pass the item on.
+        call = ReceiveCall(self, state)
+        state.send_limit = 0  # a receiver is parked: sends go to it
+        try:
+            item: T_co = await state.recv_waiters.park(call, call)
+        except BaseException:
+            state.sync()
+            raise
+        state.resumed(call)
+        return item
+
+    def receive_nowait(self) -> T_co:
+        """Receive the next item if there is one.  Not a checkpoint.
+
+        :raises anyio.WouldBlock: if no item is buffered and no sender waits
+        :raises anyio.EndOfStream: if the buffer is empty and every sender is
+            closed
+        :raises anyio.ClosedResourceError: if this endpoint is closed
+        :raises anyio.BusyResourceError: on a single receiver (mpsc), if
+            another task is blocked receiving on it
+        """
+        state = self._state
+        buffer = state.buffer
+        if len(buffer) > state.recv_floor and not self._closed:
+            return buffer.popleft()
+        item = state.try_receive(self._closed)
+        if item is NOTHING:
+            raise anyio.WouldBlock
+        return cast("T_co", item)
+
+    def close(self) -> None:
+        """Close this endpoint.  Idempotent; never blocks.
+
+        Tasks blocked receiving on this endpoint get ClosedResourceError.
+        When the last receiver closes, blocked and later sends get
+        ``anyio.BrokenResourceError`` and the buffered items are released.
+        """
+        if not self._closed:
+            self._closed = True
+            self._state.close_receiver(self)
+
+    async def aclose(self) -> None:
+        """As :meth:`close`.  Not a checkpoint (it cannot be cancelled)."""
+        self.close()
+
+    @property
+    def closed(self) -> bool:
+        """Whether this endpoint has been closed."""
+        return self._closed
+
+    def __enter__(self: R) -> R:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_val: BaseException | None,
+        exc_tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = self._state
+        status = "closed" if self._closed else "open"
+        return (
+            f"<{type(self).__module__}.{type(self).__qualname__} {status} "
+            f"buffered={len(state.buffer)} capacity={state.capacity}>"
+        )
+
+
+class Sender(SendEndpoint[T_contra], Generic[T_contra]):
+    """The sending endpoint of an mpsc, spmc or mpmc channel.
+
+    An ``anyio.abc.ObjectSendStream``: use it with ``async with`` (closes on
+    exit), sync ``with``, and AnyIO's stream helpers.
+    """
+
+    __slots__ = ()
+
+    def statistics(self) -> ChannelStatistics:
+        """A snapshot of the channel (the same from every endpoint)."""
+        return self._state.statistics()
+
+
+class Receiver(ReceiveEndpoint[T_co], Generic[T_co]):
+    """The receiving endpoint of an mpsc, spmc or mpmc channel.
+
+    An ``anyio.abc.ObjectReceiveStream``: ``async for item in receiver``
+    receives until every sender is closed and the buffer is drained.
+    """
+
+    __slots__ = ()
+
+    async def receive_many(self, max_items: int) -> list[T_co]:
+        """Receive at least one and at most ``max_items`` items.
+
+        Blocks (as :meth:`receive`) until one item is available, then takes
+        up to ``max_items - 1`` more that are available now, without waiting
+        again.  The same checkpoints and cancellation as :meth:`receive`: a
+        cancelled call took nothing.
+
+        :raises TypeError: if ``max_items`` is not an int
+        :raises ValueError: if ``max_items < 1``
+        :raises anyio.EndOfStream: as :meth:`receive`, when no item is left
+        """
+        if type(max_items) is not int or max_items < 1:
+            check_max_items(max_items)
+        items = [await self.receive()]
+        if max_items > 1:
+            self._state.take_more(items, max_items)
+        return items
+
+    def statistics(self) -> ChannelStatistics:
+        """A snapshot of the channel (the same from every endpoint)."""
+        return self._state.statistics()
+
+
+class CloneableSender(Sender[T_contra], Generic[T_contra]):
+    """A :class:`Sender` of a side that may have many endpoints."""
+
+    __slots__ = ()
+
+    def clone(self: S) -> S:
+        """Another sender on the same channel, closed independently.
+
+        The channel's sending side is closed when every clone is closed.
+
+        :raises anyio.ClosedResourceError: if this endpoint is closed
+        """
+        if self._closed:
+            raise anyio.ClosedResourceError
+        return type(self)(self._state)
+
+
+class CloneableReceiver(Receiver[T_co], Generic[T_co]):
+    """A :class:`Receiver` of a side that may have many endpoints."""
+
+    __slots__ = ()
+
+    def clone(self: R) -> R:
+        """Another receiver on the same channel, closed independently.
+
+        Clones share the items: each item goes to exactly one of them.  The
+        receiving side is closed when every clone is closed.
+
+        :raises anyio.ClosedResourceError: if this endpoint is closed
+        """
+        if self._closed:
+            raise anyio.ClosedResourceError
+        return type(self)(self._state)

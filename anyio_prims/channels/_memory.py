@@ -1,0 +1,140 @@
+# A drop-in for anyio's create_memory_object_stream, on the shared
+# ChannelState (WaitQueues on both sides, as mpmc).
+#
+# It keeps anyio's API and rules: every send/receive is a checkpoint (STRICT
+# mode), the same exceptions in the same order (closed, then broken /
+# end-of-stream, then would-block), ``clone()`` on both endpoints,
+# ``statistics()`` returning anyio's MemoryObjectStreamStatistics, and a
+# ResourceWarning for an endpoint garbage-collected unclosed.  It differs
+# where anyio's behaviour is a defect this package fixes everywhere:
+# * a send whose item a receiver took before the send's cancellation arrived
+#   returns normally (anyio raises the cancellation although the item was
+#   delivered); the cancellation takes effect at the next checkpoint;
+# * when the last receiver closes, buffered items are released at once
+#   (anyio keeps them until the streams are collected), so
+#   ``current_buffer_used`` is 0 from then on.
+from __future__ import annotations
+
+import math
+import warnings
+from typing import Any, Generic, TypeVar
+
+import anyio
+from anyio.streams.memory import MemoryObjectStreamStatistics
+
+from .._core import WaitQueue
+from ._endpoints import ReceiveEndpoint, SendEndpoint
+from ._state import ChannelState
+
+T_Item = TypeVar("T_Item")
+T_co = TypeVar("T_co", covariant=True)
+T_contra = TypeVar("T_contra", contravariant=True)
+
+
+def _statistics(state: ChannelState[Any]) -> MemoryObjectStreamStatistics:
+    stats = state.statistics()
+    return MemoryObjectStreamStatistics(
+        stats.items_buffered,
+        stats.capacity,
+        stats.open_senders,
+        stats.open_receivers,
+        stats.tasks_waiting_send,
+        stats.tasks_waiting_receive,
+    )
+
+
+class MemoryObjectSendStream(SendEndpoint[T_contra], Generic[T_contra]):
+    """The send side of :func:`create_memory_object_stream`, as anyio's.
+
+    ``send()`` is a checkpoint on every call, as in anyio.
+    """
+
+    __slots__ = ()
+
+    def clone(self) -> MemoryObjectSendStream[T_contra]:
+        """Another send stream on the same buffer, closed independently.
+
+        :raises anyio.ClosedResourceError: if this stream is closed
+        """
+        if self._closed:
+            raise anyio.ClosedResourceError
+        return MemoryObjectSendStream(self._state)
+
+    def statistics(self) -> MemoryObjectStreamStatistics:
+        """anyio's statistics tuple for this stream's buffer."""
+        return _statistics(self._state)
+
+    def __del__(self) -> None:
+        if not getattr(self, "_closed", True):
+            warnings.warn(
+                f"Unclosed <{self.__class__.__name__} at {id(self):x}>",
+                ResourceWarning,
+                stacklevel=1,
+                source=self,
+            )
+
+
+class MemoryObjectReceiveStream(ReceiveEndpoint[T_co], Generic[T_co]):
+    """The receive side of :func:`create_memory_object_stream`, as anyio's.
+
+    ``receive()`` is a checkpoint on every call, as in anyio.
+    """
+
+    __slots__ = ()
+
+    def clone(self) -> MemoryObjectReceiveStream[T_co]:
+        """Another receive stream on the same buffer, closed independently.
+
+        :raises anyio.ClosedResourceError: if this stream is closed
+        """
+        if self._closed:
+            raise anyio.ClosedResourceError
+        return MemoryObjectReceiveStream(self._state)
+
+    def statistics(self) -> MemoryObjectStreamStatistics:
+        """anyio's statistics tuple for this stream's buffer."""
+        return _statistics(self._state)
+
+    def __del__(self) -> None:
+        if not getattr(self, "_closed", True):
+            warnings.warn(
+                f"Unclosed <{self.__class__.__name__} at {id(self):x}>",
+                ResourceWarning,
+                stacklevel=1,
+                source=self,
+            )
+
+
+class create_memory_object_stream(
+    tuple[MemoryObjectSendStream[T_Item], MemoryObjectReceiveStream[T_Item]],
+):
+    """Create a memory object stream: a drop-in for anyio's function.
+
+    Call it as anyio's: ``create_memory_object_stream(5)``,
+    ``create_memory_object_stream[int](max_buffer_size=5)``,
+    ``create_memory_object_stream(math.inf)``.
+
+    :param max_buffer_size: items held in the buffer before ``send()`` blocks
+        (an int >= 0, or ``math.inf``)
+    :param item_type: deprecated in anyio 4, as there
+    :return: a tuple of (send stream, receive stream)
+    """
+
+    def __new__(  # type: ignore[misc]
+        cls, max_buffer_size: float = 0, item_type: object = None
+    ) -> tuple[MemoryObjectSendStream[T_Item], MemoryObjectReceiveStream[T_Item]]:
+        if max_buffer_size != math.inf and not isinstance(max_buffer_size, int):
+            raise ValueError("max_buffer_size must be either an integer or math.inf")
+        if max_buffer_size < 0:
+            raise ValueError("max_buffer_size cannot be negative")
+        if item_type is not None:
+            warnings.warn(
+                "The item_type argument has been deprecated in AnyIO 4.0. "
+                "Use create_memory_object_stream[YourItemType](...) instead.",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+        state: ChannelState[T_Item] = ChannelState(
+            max_buffer_size, True, WaitQueue(), WaitQueue()
+        )
+        return MemoryObjectSendStream(state), MemoryObjectReceiveStream(state)

@@ -1,0 +1,267 @@
+# oneshot: a channel that carries at most one item.
+#
+# State: ``item`` (NOTHING until sent, and again once received), whether the
+# sender is done (sent, or closed without sending) and whether the receiver
+# is open, and a Slot for the one task that may wait on the receiver.
+# Invariants:
+#   * a receiver is parked  =>  ``item`` is NOTHING and the sender is not done
+#   * the item is handed over once: to the parked receiver (direct handoff)
+#     or into ``item``; a receiver granted the item and cancelled before it
+#     runs puts it back into ``item``, so a later receive gets it;
+#   * ``granted`` is true from that handoff until the receiving task runs:
+#     another task receiving meanwhile gets BusyResourceError, as it would
+#     while the receiver is parked.
+# ``Sender.send`` is synchronous and never blocks: it can be called from
+# callbacks and ``finally`` blocks.  A sender garbage-collected without
+# sending counts as closed, so a receiver never waits for a sender that no
+# longer exists.
+from __future__ import annotations
+
+from collections.abc import Generator
+from types import TracebackType
+from typing import Any, Final, Generic, TypeVar, cast
+
+import anyio
+from anyio.abc import ObjectReceiveStream
+
+from .._core import BUDGET, Slot, budget_checkpoint
+from ._state import NOTHING, _Nothing
+
+T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
+T_contra = TypeVar("T_contra", contravariant=True)
+
+_OPEN: Final = 0
+_SENT: Final = 1
+_CLOSED: Final = 2
+
+
+class OneshotState(Generic[T]):
+    """What a oneshot sender and receiver share.  Internal."""
+
+    __slots__ = ("granted", "item", "receiver_open", "sender_done", "slot", "strict")
+
+    def __init__(self, strict: bool) -> None:
+        self.item: T | _Nothing = NOTHING
+        self.strict = strict
+        self.sender_done = False
+        self.receiver_open = True
+        self.slot: Slot[None] = Slot()
+        #: the item was handed to the parked receiver, which has not resumed
+        self.granted = False
+
+    def give_back(self, item: T) -> None:
+        # Granted, then cancelled before the task ran: the item was not
+        # received.  Keep it for the next receive unless nobody can take it.
+        self.granted = False
+        if self.receiver_open:
+            self.item = item
+
+
+class Sender(Generic[T_contra]):
+    """The sending side of a oneshot channel: :meth:`send` once, or close.
+
+    Closing it (or dropping it) without sending makes the receiver raise
+    ``anyio.EndOfStream``.  Usable as a sync context manager (closes on exit).
+    """
+
+    __slots__ = ("__weakref__", "_state", "_status")
+
+    def __init__(self, state: OneshotState[T_contra]) -> None:
+        self._state = state
+        self._status = _OPEN
+
+    def send(self, item: T_contra) -> None:
+        """Send the channel's one item.  Synchronous; never blocks.
+
+        :raises RuntimeError: if this sender has already sent its item
+        :raises anyio.ClosedResourceError: if this sender was closed
+        :raises anyio.BrokenResourceError: if the receiver was closed (the
+            sender stays unsent)
+        """
+        if self._status != _OPEN:
+            if self._status == _SENT:
+                raise RuntimeError(
+                    "this oneshot sender has already sent its item; "
+                    "a oneshot channel carries at most one item"
+                )
+            raise anyio.ClosedResourceError
+        state = self._state
+        if not state.receiver_open:
+            raise anyio.BrokenResourceError
+        self._status = _SENT
+        state.sender_done = True
+        waiter = state.slot.pop()
+        if waiter is not None:
+            state.granted = True
+            waiter.grant(item)
+        else:
+            state.item = item
+
+    def close(self) -> None:
+        """Close without sending (no effect after :meth:`send`).  Idempotent.
+
+        A receiver waiting, or receiving later, gets ``anyio.EndOfStream``.
+        """
+        if self._status == _OPEN:
+            self._status = _CLOSED
+            state = self._state
+            state.sender_done = True
+            waiter = state.slot.pop()
+            if waiter is not None:
+                waiter.fail(anyio.EndOfStream())
+
+    @property
+    def sent(self) -> bool:
+        """Whether :meth:`send` has succeeded."""
+        return self._status == _SENT
+
+    @property
+    def closed(self) -> bool:
+        """Whether the sender is done: sent, or closed without sending."""
+        return self._status != _OPEN
+
+    def __enter__(self) -> Sender[T_contra]:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_val: BaseException | None,
+        exc_tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        # Garbage-collected without sending: the receiver must not wait
+        # forever.  Waking it schedules its task; if the event loop is gone
+        # there is no task left to wake.
+        if getattr(self, "_status", None) == _OPEN:
+            try:
+                self.close()
+            except RuntimeError:  # pragma: no cover - event loop closed
+                pass
+
+    def __repr__(self) -> str:
+        status = ("open", "sent", "closed")[self._status]
+        return f"<{type(self).__module__}.{type(self).__qualname__} {status}>"
+
+
+class Receiver(ObjectReceiveStream[T_co], Generic[T_co]):
+    """The receiving side of a oneshot channel.
+
+    ``await receiver``, ``await receiver.receive()`` or
+    ``receiver.receive_nowait()`` returns the item; ``async for`` yields it
+    and stops.  Only one task may wait on it at a time.
+    """
+
+    __slots__ = ("_closed", "_state", "_strict")
+
+    def __init__(self, state: OneshotState[T_co]) -> None:
+        self._state = state
+        self._strict = state.strict
+        self._closed = False
+
+    async def receive(self) -> T_co:
+        """Wait for the item and return it.
+
+        A checkpoint when it blocks; otherwise as the channel's checkpoint
+        mode says.  Cancelled: nothing was taken (an item granted to a task
+        cancelled before it ran stays in the channel for the next call).
+
+        :raises anyio.EndOfStream: if the sender was closed or dropped
+            without sending, or the item has already been received
+        :raises anyio.ClosedResourceError: if this receiver is closed, or is
+            closed while the call waits
+        :raises anyio.BusyResourceError: if another task is waiting on it
+        """
+        budget = BUDGET
+        budget.left -= 1
+        if budget.left <= 0 or self._strict:
+            await budget_checkpoint()
+        state = self._state
+        item = state.item
+        if item is not NOTHING and not self._closed:
+            state.item = NOTHING
+            return cast("T_co", item)
+        self._check_can_wait()
+        try:
+            return cast("T_co", await state.slot.park(None, state.give_back))
+        finally:
+            state.granted = False
+
+    def receive_nowait(self) -> T_co:
+        """Return the item if it has been sent.  Not a checkpoint.
+
+        :raises anyio.WouldBlock: if the item has not been sent yet
+        :raises anyio.EndOfStream: as :meth:`receive`
+        :raises anyio.ClosedResourceError: if this receiver is closed
+        :raises anyio.BusyResourceError: if another task is waiting on it
+        """
+        state = self._state
+        item = state.item
+        if item is not NOTHING and not self._closed:
+            state.item = NOTHING
+            return cast("T_co", item)
+        self._check_can_wait()
+        raise anyio.WouldBlock
+
+    def _check_can_wait(self) -> None:
+        state = self._state
+        if self._closed:
+            raise anyio.ClosedResourceError
+        if state.slot or state.granted:
+            raise anyio.BusyResourceError("receiving")
+        if state.sender_done:
+            raise anyio.EndOfStream
+
+    def __await__(self) -> Generator[Any, None, T_co]:
+        return self.receive().__await__()
+
+    def close(self) -> None:
+        """Close the receiver.  Idempotent; never blocks.
+
+        A task waiting on it gets ClosedResourceError; a later ``send``
+        raises ``anyio.BrokenResourceError``; an item already sent is
+        released.
+        """
+        if not self._closed:
+            self._closed = True
+            state = self._state
+            state.receiver_open = False
+            waiter = state.slot.pop()
+            if waiter is not None:
+                waiter.fail(anyio.ClosedResourceError())
+            state.item = NOTHING
+
+    async def aclose(self) -> None:
+        """As :meth:`close`.  Not a checkpoint."""
+        self.close()
+
+    @property
+    def closed(self) -> bool:
+        """Whether this receiver has been closed."""
+        return self._closed
+
+    def __enter__(self) -> Receiver[T_co]:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_val: BaseException | None,
+        exc_tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = self._state
+        if self._closed:
+            status = "closed"
+        elif state.item is not NOTHING:
+            status = "ready"
+        elif state.sender_done:
+            status = "done"
+        else:
+            status = "waiting"
+        return f"<{type(self).__module__}.{type(self).__qualname__} {status}>"

@@ -1,0 +1,434 @@
+# The state one channel's endpoints share: the buffer, the counts, and the
+# tasks parked on either side.  mpsc, spmc, mpmc and the anyio drop-in all
+# run on this class; they differ only in how each side waits:
+#
+#   mpsc   senders park in a WaitQueue, the one receiver in a Slot
+#   spmc   the one sender parks in a Slot, receivers in a WaitQueue
+#   mpmc   a WaitQueue on both sides
+#
+# A blocked sender's waiter payload is ``(endpoint, item)``; a blocked
+# receiver's is a ReceiveCall made for that one call, so it also names the
+# call (see ``in_flight``).  Items move by direct handoff: a send that finds
+# a receiver parked grants it the item, with no hop through the buffer, and
+# a receive that frees room grants the head sender (its item moves into the
+# buffer, or straight to the receiver when the capacity is 0).
+#
+# Invariants (over *live* waiters: parked, not cancelled):
+#   I1  a receiver is parked  =>  the buffer is empty
+#   I2  a sender is parked    =>  the buffer holds >= capacity items
+#   I3  ``in_flight`` lists, in grant order, the receivers granted an item
+#       whose tasks have not resumed yet; ``waiter.value`` is the item
+# The buffer may exceed the capacity by the items given back (below); sends
+# wait until it is below the capacity again.
+#
+# Gates.  The fast paths in the endpoints test one number each instead of
+# the waiters:
+#   send     ``len(buffer) < send_limit``; send_limit is the capacity, or 0
+#            while a receiver may be parked or no receiver is open, or, on
+#            a single sender, while its taken send has not resumed
+#   receive  ``len(buffer) > recv_floor``; recv_floor is 0, or inf while a
+#            sender may be parked (its item must follow the one taken) or,
+#            on a single receiver, while its granted receive has not
+#            resumed (another task receiving then is BusyResourceError)
+# The gates may be stricter than the truth, never looser: a task closes the
+# gate itself before it parks, and ``sync()`` reopens a gate only after
+# checking the waiters.  A stale gate costs one trip through the slow path,
+# which ends with ``sync()``.
+#
+# Grant-then-cancel (asyncio: the task is cancelled after its waiter was
+# granted, before it runs):
+# * a send whose item was taken cannot be undone: it parks with
+#   ``give_back=None``, returns normally and the core re-arms the
+#   cancellation for its next checkpoint;
+# * a receive can be undone: its item goes back without being reordered.
+#   Receivers granted in the same loop iteration resume in grant order, so
+#   the item of the cancelled one is passed down ``in_flight``: each later
+#   in-flight receiver takes the item of the one before it, and the last
+#   displaced item goes to the next parked receiver, or back to the front
+#   of the buffer.  Granted R1=A, R2=B, then R1 cancelled: R2 gets A, and B
+#   is next in line.  (A receive that completed on the buffer in that
+#   window, before R1 was cancelled, keeps its later item; only asyncio can
+#   produce that interleaving.)
+#
+# Items a channel can no longer deliver (the last receiver closed) are
+# dropped at once.  User code can run inside a release (an item's
+# ``__del__``), so every release happens after the state is consistent.
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from itertools import islice
+from typing import Any, Final, Generic, Protocol, TypeVar
+
+import anyio
+
+from .._core import Slot, Waiter, WaitQueue
+
+T = TypeVar("T")
+P = TypeVar("P")
+
+INF: Final = math.inf
+
+
+class _Nothing:
+    """The type of :data:`NOTHING`."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "NOTHING"
+
+
+#: "No item available now" (``None`` is a valid item).
+NOTHING: Final = _Nothing()
+
+
+@dataclass(frozen=True)
+class ChannelStatistics:
+    """A snapshot of a channel, as seen from any of its endpoints.
+
+    :ivar items_buffered: items in the buffer now
+    :ivar capacity: the buffer's capacity (an int, or ``math.inf``)
+    :ivar open_senders: sender endpoints not closed
+    :ivar open_receivers: receiver endpoints not closed
+    :ivar tasks_waiting_send: tasks blocked in ``send()``
+    :ivar tasks_waiting_receive: tasks blocked in ``receive()``
+    """
+
+    items_buffered: int
+    capacity: float
+    open_senders: int
+    open_receivers: int
+    tasks_waiting_send: int
+    tasks_waiting_receive: int
+
+
+def check_capacity(capacity: object) -> float:
+    """``capacity`` as an int >= 0 or ``math.inf``, or a TypeError/ValueError."""
+    if type(capacity) is int or (
+        isinstance(capacity, int) and not isinstance(capacity, bool)
+    ):
+        if capacity < 0:
+            raise ValueError(f"capacity must be >= 0 or math.inf, got {capacity}")
+        return int(capacity)
+    if isinstance(capacity, float):
+        if capacity == INF:
+            return INF
+        raise ValueError(f"capacity must be an int >= 0 or math.inf, got {capacity}")
+    raise TypeError(
+        f"capacity must be an int or math.inf, not {type(capacity).__name__}"
+    )
+
+
+def check_max_items(max_items: object) -> int:
+    """``max_items`` as an int >= 1, or a TypeError/ValueError naming it."""
+    if type(max_items) is not int and (
+        not isinstance(max_items, int) or isinstance(max_items, bool)
+    ):
+        raise TypeError(f"max_items must be an int, not {type(max_items).__name__}")
+    if max_items < 1:
+        raise ValueError(f"max_items must be >= 1, got {max_items}")
+    return int(max_items)
+
+
+class Waiting(Protocol[P]):
+    """What ``Slot`` and ``WaitQueue`` have in common."""
+
+    def __bool__(self) -> bool: ...
+
+    def pop(self) -> Waiter[P] | None: ...
+
+    async def park(
+        self, payload: P, give_back: Callable[[Any], None] | None = None
+    ) -> Any: ...
+
+
+def count_waiting(waiting: Waiting[Any]) -> int:
+    """The live waiters parked in ``waiting``."""
+    if isinstance(waiting, WaitQueue):
+        return len(waiting)
+    return 1 if waiting else 0
+
+
+def take_owned(
+    waiting: Waiting[P], owner: object, owner_of: Callable[[P], object]
+) -> list[Waiter[P]]:
+    """Remove the live waiters parked by ``owner``; fail them next."""
+    if isinstance(waiting, WaitQueue):
+        return waiting.take_where(lambda waiter: owner_of(waiter.payload) is owner)
+    if isinstance(waiting, Slot):
+        parked = waiting.waiter
+        if parked is not None and owner_of(parked.payload) is owner:
+            live = waiting.pop()
+            return [] if live is None else [live]
+    return []
+
+
+class ReceiveCall:
+    """One blocked receive: its waiter's payload, and its ``give_back``.
+
+    One object per blocked call names the call (to find its waiter in
+    ``in_flight``) and is the callback the core calls on grant-then-cancel.
+    """
+
+    __slots__ = ("owner", "state")
+
+    def __init__(self, owner: object, state: ChannelState[Any]) -> None:
+        self.owner = owner
+        self.state = state
+
+    def __call__(self, _item: object) -> None:
+        self.state.give_back(self)
+
+
+def _sender_of(payload: tuple[object, object]) -> object:
+    return payload[0]
+
+
+def _receiver_of(payload: ReceiveCall) -> object:
+    return payload.owner
+
+
+def drain(waiting: Waiting[Any]) -> list[Waiter[Any]]:
+    """Remove every live waiter, in order; fail them next."""
+    taken = []
+    while (waiter := waiting.pop()) is not None:
+        taken.append(waiter)
+    return taken
+
+
+class ChannelState(Generic[T]):
+    """Buffer, counts and waiters of one channel.  Internal: see the endpoints."""
+
+    __slots__ = (
+        "__weakref__",
+        "buffer",
+        "capacity",
+        "in_flight",
+        "receivers",
+        "recv_floor",
+        "recv_waiters",
+        "send_in_flight",
+        "send_limit",
+        "send_waiters",
+        "senders",
+        "single_receiver",
+        "single_sender",
+        "strict",
+    )
+
+    def __init__(
+        self,
+        capacity: float,
+        strict: bool,
+        send_waiters: Waiting[tuple[object, T]],
+        recv_waiters: Waiting[ReceiveCall],
+    ) -> None:
+        self.buffer: deque[T] = deque()
+        self.capacity = capacity
+        self.strict = strict
+        #: open endpoints; each endpoint's ``__init__`` counts itself
+        self.senders = 0
+        self.receivers = 0
+        self.send_waiters = send_waiters
+        self.recv_waiters = recv_waiters
+        self.single_sender = isinstance(send_waiters, Slot)
+        self.single_receiver = isinstance(recv_waiters, Slot)
+        self.in_flight: deque[Waiter[ReceiveCall]] = deque()
+        #: a single sender's item was taken and its task has not resumed
+        self.send_in_flight = False
+        # The gates (see the top of the file), as they are once the factory
+        # has made the first sender and receiver (it makes both at once).
+        self.send_limit: float = capacity
+        self.recv_floor: float = 0
+
+    def sync(self) -> None:
+        """Recompute both gates from the waiters (after any slow-path change)."""
+        self.send_limit = (
+            self.capacity
+            if self.receivers and not self.recv_waiters and not self.send_in_flight
+            else 0
+        )
+        self.recv_floor = (
+            INF if self.send_waiters or (self.single_receiver and self.in_flight) else 0
+        )
+
+    # -- sending ---------------------------------------------------------
+
+    def try_send(self, closed: bool, item: T) -> bool:
+        """Send ``item`` without blocking; ``False`` if the sender must wait.
+
+        The slow half of ``send``/``send_nowait``: the checks the fast path
+        skipped, then a handoff to a parked receiver, then the buffer.
+        """
+        if closed:
+            raise anyio.ClosedResourceError
+        if not self.receivers:
+            raise anyio.BrokenResourceError
+        if self.single_sender and (self.send_waiters or self.send_in_flight):
+            raise anyio.BusyResourceError("sending")
+        waiter = self.recv_waiters.pop()
+        if waiter is not None:
+            # I1: the buffer is empty, so the item goes straight to the head
+            # receiver; it stays in in_flight until that task resumes.
+            self.in_flight.append(waiter)
+            waiter.grant(item)
+            # What sync() would do, cheaper: this is the ping-pong path.
+            if not self.recv_waiters and not self.send_in_flight:
+                self.send_limit = self.capacity
+            if self.single_receiver:
+                self.recv_floor = INF
+            return True
+        if len(self.buffer) < self.capacity:
+            self.buffer.append(item)
+            self.sync()
+            return True
+        return False
+
+    def grant_sender(self, sender: Waiter[tuple[object, T]]) -> T:
+        """Wake a parked sender whose item is being taken; return the item."""
+        if self.single_sender:
+            self.send_in_flight = True
+        sender.grant()
+        return sender.payload[1]
+
+    # -- receiving -------------------------------------------------------
+
+    def try_receive(self, closed: bool) -> T | _Nothing:
+        """Receive without blocking; NOTHING if the receiver must wait.
+
+        The slow half of ``receive``/``receive_nowait``: the checks the fast
+        path skipped, then the buffer or the head sender.  Keeps I2: room
+        freed in the buffer goes to the head sender's item.
+        """
+        if closed:
+            raise anyio.ClosedResourceError
+        if self.single_receiver and (self.recv_waiters or self.in_flight):
+            raise anyio.BusyResourceError("receiving")
+        buffer = self.buffer
+        if buffer:
+            item = buffer.popleft()
+            if len(buffer) < self.capacity:
+                sender = self.send_waiters.pop()
+                if sender is not None:
+                    buffer.append(self.grant_sender(sender))
+            self.sync()
+            return item
+        sender = self.send_waiters.pop()
+        if sender is not None:
+            item = self.grant_sender(sender)
+            self.sync()
+            return item
+        if not self.senders:
+            raise anyio.EndOfStream
+        return NOTHING
+
+    def take_more(self, items: list[T], max_items: int) -> None:
+        """Append up to ``max_items - len(items)`` more items, without waiting."""
+        buffer = self.buffer
+        want = max_items - len(items)
+        while want and buffer:
+            items.append(buffer.popleft())
+            want -= 1
+        senders = self.send_waiters
+        while want:
+            sender = senders.pop()
+            if sender is None:
+                break
+            items.append(self.grant_sender(sender))
+            want -= 1
+        while len(buffer) < self.capacity:
+            sender = senders.pop()
+            if sender is None:
+                break
+            buffer.append(self.grant_sender(sender))
+        self.sync()
+
+    def resumed(self, call: ReceiveCall) -> None:
+        """The receive ``call`` was granted and its task has resumed."""
+        in_flight = self.in_flight
+        if in_flight[0].payload is call:
+            in_flight.popleft()
+        else:  # resumed out of grant order (Trio runs a batch in any order)
+            for waiter in in_flight:
+                if waiter.payload is call:
+                    in_flight.remove(waiter)
+                    break
+        if self.single_receiver:
+            self.sync()  # the receiver is free again: reopen its fast path
+
+    def give_back(self, call: ReceiveCall) -> None:
+        """The receive ``call`` was granted, then cancelled: pass its item on."""
+        in_flight = self.in_flight
+        index = 0
+        for waiter in in_flight:
+            if waiter.payload is call:
+                break
+            index += 1
+        else:  # pragma: no cover - every granted receiver is in in_flight
+            return
+        carry = waiter.value
+        for later in islice(in_flight, index + 1, None):
+            later.value, carry = carry, later.value
+        del in_flight[index]
+        self.restore(carry)
+
+    def restore(self, item: T) -> None:
+        """Put ``item`` back at the head of the line (after in-flight items)."""
+        if not self.receivers:
+            self.sync()
+            return  # nobody can receive it: drop it (released on return)
+        waiter = self.recv_waiters.pop()
+        if waiter is not None:
+            self.in_flight.append(waiter)
+            waiter.grant(item)
+        else:
+            self.buffer.appendleft(item)
+        self.sync()
+
+    # -- closing ---------------------------------------------------------
+
+    def close_sender(self, sender: object) -> None:
+        """``sender`` closed: fail its blocked sends; maybe end the stream."""
+        self.senders -= 1
+        if self.send_waiters:
+            for waiter in take_owned(self.send_waiters, sender, _sender_of):
+                waiter.fail(anyio.ClosedResourceError())
+        if not self.senders and self.recv_waiters:
+            # I1: the buffer is empty while receivers are parked.
+            for waiter in drain(self.recv_waiters):
+                waiter.fail(anyio.EndOfStream())
+        self.sync()
+
+    def close_receiver(self, receiver: object) -> None:
+        """``receiver`` closed: fail its blocked receives; maybe break sends."""
+        self.receivers -= 1
+        if self.recv_waiters:
+            for waiter in take_owned(self.recv_waiters, receiver, _receiver_of):
+                waiter.fail(anyio.ClosedResourceError())
+        if not self.receivers:
+            # Unconditionally: draining also drops cancelled senders' waiters
+            # still queued, and the items they hold.
+            for waiter in drain(self.send_waiters):
+                waiter.fail(anyio.BrokenResourceError())
+            self.sync()
+            if self.buffer:
+                # Release the items only now: their __del__ may use the
+                # channel, which must be consistent by then.
+                released, self.buffer = self.buffer, deque()
+                del released
+            return
+        self.sync()
+
+    def statistics(self) -> ChannelStatistics:
+        """A snapshot of this channel."""
+        return ChannelStatistics(
+            items_buffered=len(self.buffer),
+            capacity=self.capacity,
+            open_senders=self.senders,
+            open_receivers=self.receivers,
+            tasks_waiting_send=count_waiting(self.send_waiters),
+            tasks_waiting_receive=count_waiting(self.recv_waiters),
+        )

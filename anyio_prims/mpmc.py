@@ -1,0 +1,59 @@
+# mpmc: many producers, many consumers.
+#
+# The general case of the shared ChannelState: WaitQueues on both sides, and
+# both endpoints can be cloned.
+"""Channels with many senders and many receivers.
+
+``tx, rx = mpmc.channel(capacity)`` (or ``mpmc.channel[int](capacity)``):
+``capacity`` is an int >= 0 (0: a send completes when a receiver takes the
+item) or ``math.inf``.  Both endpoints can be cloned; each item goes to
+exactly one receiver.  This is the model of anyio's memory object streams
+and Trio's memory channels.
+"""
+
+from __future__ import annotations
+
+from typing import Generic, TypeVar
+
+from ._core import WaitQueue, check_strict
+from .channels._endpoints import CloneableReceiver, CloneableSender
+from .channels._state import ChannelState, ChannelStatistics, check_capacity
+
+T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
+T_contra = TypeVar("T_contra", contravariant=True)
+
+__all__ = ["ChannelStatistics", "Receiver", "Sender", "channel"]
+
+
+class Sender(CloneableSender[T_contra], Generic[T_contra]):
+    """The sending side of an mpmc channel; :meth:`clone` it per producer."""
+
+    __slots__ = ()
+
+
+class Receiver(CloneableReceiver[T_co], Generic[T_co]):
+    """The receiving side of an mpmc channel; :meth:`clone` it per consumer."""
+
+    __slots__ = ()
+
+
+class channel(tuple[Sender[T], Receiver[T]]):
+    """Create an mpmc channel: ``(sender, receiver)``.
+
+    :param capacity: items buffered before ``send()`` blocks: an int >= 0
+        (0 makes each send wait for a receiver) or ``math.inf``
+    :param strict: make every ``send``/``receive`` a checkpoint, as AnyIO
+        does; by default a call that does not block is a checkpoint only once
+        every 64 calls
+    :raises TypeError: if ``capacity`` is not an int or a float
+    :raises ValueError: if ``capacity`` is negative, or a float other than inf
+    """
+
+    def __new__(  # type: ignore[misc]
+        cls, capacity: float, *, strict: bool = False
+    ) -> tuple[Sender[T], Receiver[T]]:
+        state: ChannelState[T] = ChannelState(
+            check_capacity(capacity), check_strict(strict), WaitQueue(), WaitQueue()
+        )
+        return Sender(state), Receiver(state)

@@ -1,0 +1,66 @@
+# mpsc: many producers, one consumer.
+#
+# The shared ChannelState with senders parked in a WaitQueue and the one
+# receiver in a Slot: a blocked consumer costs one waiter and no queue.  The
+# sender can be cloned; the receiver cannot, and a second task receiving
+# while one is blocked gets BusyResourceError.
+"""Channels with many senders and one receiver.
+
+``tx, rx = mpsc.channel(capacity)`` (or ``mpsc.channel[int](capacity)``):
+``capacity`` is an int >= 0 (0: a send completes when the receiver takes the
+item) or ``math.inf``.  Clone the sender for each producer; the stream ends
+(``anyio.EndOfStream``, ``async for`` stops) once every clone is closed and
+the buffer is drained.
+"""
+
+from __future__ import annotations
+
+from typing import Generic, TypeVar
+
+from ._core import Slot, WaitQueue, check_strict
+from .channels._endpoints import CloneableSender
+from .channels._endpoints import Receiver as _Receiver
+from .channels._state import ChannelState, ChannelStatistics, check_capacity
+
+T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
+T_contra = TypeVar("T_contra", contravariant=True)
+
+__all__ = ["ChannelStatistics", "Receiver", "Sender", "channel"]
+
+
+class Sender(CloneableSender[T_contra], Generic[T_contra]):
+    """The sending side of an mpsc channel; :meth:`clone` it per producer."""
+
+    __slots__ = ()
+
+
+class Receiver(_Receiver[T_co], Generic[T_co]):
+    """The one receiving side of an mpsc channel (no ``clone``).
+
+    Only one task may block on it at a time: another task receiving while
+    one is blocked gets ``anyio.BusyResourceError``.
+    """
+
+    __slots__ = ()
+
+
+class channel(tuple[Sender[T], Receiver[T]]):
+    """Create an mpsc channel: ``(sender, receiver)``.
+
+    :param capacity: items buffered before ``send()`` blocks: an int >= 0
+        (0 makes each send wait for the receiver) or ``math.inf``
+    :param strict: make every ``send``/``receive`` a checkpoint, as AnyIO
+        does; by default a call that does not block is a checkpoint only once
+        every 64 calls
+    :raises TypeError: if ``capacity`` is not an int or a float
+    :raises ValueError: if ``capacity`` is negative, or a float other than inf
+    """
+
+    def __new__(  # type: ignore[misc]
+        cls, capacity: float, *, strict: bool = False
+    ) -> tuple[Sender[T], Receiver[T]]:
+        state: ChannelState[T] = ChannelState(
+            check_capacity(capacity), check_strict(strict), WaitQueue(), Slot()
+        )
+        return Sender(state), Receiver(state)

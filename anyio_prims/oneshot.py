@@ -1,0 +1,36 @@
+# oneshot: one item, from one sender to one receiver (see
+# channels/_oneshot.py for the state and its invariants).
+"""Channels that carry at most one item.
+
+``tx, rx = oneshot.channel()`` (or ``oneshot.channel[int]()``):
+``tx.send(item)`` is synchronous and succeeds once; ``await rx`` (or
+``await rx.receive()``) returns the item, or raises ``anyio.EndOfStream``
+if the sender was closed or dropped without sending.  For returning one
+result from a task, a callback or a thread to the task that awaits it.
+"""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+from ._core import check_strict
+from .channels._oneshot import OneshotState, Receiver, Sender
+
+T = TypeVar("T")
+
+__all__ = ["Receiver", "Sender", "channel"]
+
+
+class channel(tuple[Sender[T], Receiver[T]]):
+    """Create a oneshot channel: ``(sender, receiver)``.
+
+    :param strict: make every ``receive`` a checkpoint, as AnyIO does; by
+        default a receive that finds the item is a checkpoint only once every
+        64 calls
+    """
+
+    def __new__(  # type: ignore[misc]
+        cls, *, strict: bool = False
+    ) -> tuple[Sender[T], Receiver[T]]:
+        state: OneshotState[T] = OneshotState(check_strict(strict))
+        return Sender(state), Receiver(state)

@@ -1,0 +1,416 @@
+"""Cancellation of channel operations, from every source the library must
+handle: AnyIO's scopes (cancel scope, move_on_after, fail_after) on every
+backend, Trio's own scopes on Trio, and plain asyncio ``task.cancel()``,
+``asyncio.timeout()`` and ``asyncio.wait_for()`` on the asyncio backends.
+
+A cancelled send delivered nothing; a cancelled receive took nothing.  The
+grant-then-cancel race (a waiter granted, its task cancelled before it
+runs) is made by granting and cancelling in one synchronous step; only the
+asyncio sources in GIVE_BACK_SOURCES can actually cancel a granted wait,
+the others must then let the call complete.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from functools import partial
+from typing import Any
+
+import anyio
+import anyio.lowlevel
+import pytest
+
+from anyio_prims import mpsc, spmc
+
+from ._support import (
+    CHANNELS,
+    GIVE_BACK_SOURCES,
+    MANY_RECEIVERS,
+    SOURCES,
+    Call,
+    settle,
+    source_param,
+    uncancel,
+)
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(params=list(CHANNELS))
+def flavour(request: pytest.FixtureRequest) -> str:
+    name: str = request.param
+    return name
+
+
+@pytest.fixture(params=list(SOURCES))
+def source(request: pytest.FixtureRequest, anyio_backend_name: str) -> str:
+    return source_param(request.param, anyio_backend_name)
+
+
+def channel(flavour: str, capacity: float, **kwargs: Any) -> Any:
+    return CHANNELS[flavour](capacity, **kwargs)
+
+
+def drain(rx: Any) -> list[Any]:
+    items = []
+    while True:
+        try:
+            items.append(rx.receive_nowait())
+        except anyio.WouldBlock:
+            return items
+
+
+# ---------------------------------------------------------------------------
+# Cancelled while blocked
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("capacity", [0, 2])
+async def test_cancelled_blocked_send_delivered_nothing(
+    flavour: str, source: str, capacity: int
+) -> None:
+    tx, rx = channel(flavour, capacity)
+    for i in range(capacity):
+        await tx.send(i)
+    async with anyio.create_task_group() as tg:
+        sender = Call(lambda: tx.send("lost"), source).start(tg)
+        await settle()
+        sender.cancel()
+        await sender.finished.wait()
+    assert sender.outcome == "cancelled"
+    assert tx.statistics().tasks_waiting_send == 0
+    assert drain(rx) == list(range(capacity))
+
+
+async def test_cancelled_blocked_receive_took_nothing(
+    flavour: str, source: str
+) -> None:
+    tx, rx = channel(flavour, 1)
+    async with anyio.create_task_group() as tg:
+        receiver = Call(rx.receive, source).start(tg)
+        await settle()
+        receiver.cancel()
+        await receiver.finished.wait()
+    assert receiver.outcome == "cancelled"
+    assert rx.statistics().tasks_waiting_receive == 0
+    await tx.send("kept")
+    assert rx.receive_nowait() == "kept"
+
+
+async def test_cancelled_receive_many_took_nothing(flavour: str, source: str) -> None:
+    tx, rx = channel(flavour, 4)
+    async with anyio.create_task_group() as tg:
+        receiver = Call(lambda: rx.receive_many(4), source).start(tg)
+        await settle()
+        receiver.cancel()
+        await receiver.finished.wait()
+    assert receiver.outcome == "cancelled"
+    await tx.send(1)
+    await tx.send(2)
+    assert await rx.receive_many(4) == [1, 2]
+
+
+async def test_cancelling_every_blocked_receiver_leaves_the_channel_usable(
+    source: str,
+) -> None:
+    tx, rx = CHANNELS["mpmc"](0)
+    async with anyio.create_task_group() as tg:
+        receivers = []
+        for _ in range(20):
+            receivers.append(Call(rx.clone().receive, source).start(tg))
+            await settle()
+        for receiver in receivers:
+            receiver.cancel()
+        for receiver in receivers:
+            await receiver.finished.wait()
+        assert [r.outcome for r in receivers] == ["cancelled"] * 20
+        assert rx.statistics().tasks_waiting_receive == 0
+        last = Call(rx.receive).start(tg)
+        await settle()
+        tx.send_nowait("x")
+        await settle()
+    assert last.result == "x"
+
+
+async def test_a_cancelled_blocked_send_frees_the_single_sender(source: str) -> None:
+    tx, rx = spmc.channel[str](0)
+    async with anyio.create_task_group() as tg:
+        first = Call(lambda: tx.send("lost"), source).start(tg)
+        await settle()
+        first.cancel()
+        await first.finished.wait()
+        second = Call(lambda: tx.send("kept")).start(tg)
+        await settle()
+        assert second.outcome is None
+        assert rx.receive_nowait() == "kept"
+        await settle()
+    assert first.outcome == "cancelled"
+    assert second.outcome == "returned"
+
+
+async def test_a_cancelled_blocked_receive_frees_the_single_receiver(
+    source: str,
+) -> None:
+    tx, rx = mpsc.channel[str](0)
+    async with anyio.create_task_group() as tg:
+        first = Call(rx.receive, source).start(tg)
+        await settle()
+        first.cancel()
+        await first.finished.wait()
+        second = Call(rx.receive).start(tg)
+        await settle()
+        tx.send_nowait("x")
+        await settle()
+    assert first.outcome == "cancelled"
+    assert second.result == "x"
+
+
+async def test_strict_checkpoint_cancelled_by_task_cancel_does_nothing(
+    flavour: str, anyio_backend_name: str
+) -> None:
+    if anyio_backend_name != "asyncio":
+        pytest.skip("plain asyncio cancellation")
+    tx, rx = channel(flavour, 2, strict=True)
+    await tx.send(1)
+    task = asyncio.current_task()
+    assert task is not None
+    for operation in (partial(tx.send, 2), rx.receive):
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await operation()
+        uncancel(task)
+    assert drain(rx) == [1]
+
+
+# ---------------------------------------------------------------------------
+# Grant, then cancel: receives
+# ---------------------------------------------------------------------------
+
+
+async def test_grant_then_cancel_receive_neither_loses_nor_duplicates(
+    flavour: str, source: str
+) -> None:
+    tx, rx = channel(flavour, 2)
+    async with anyio.create_task_group() as tg:
+        receiver = Call(rx.receive, source).start(tg)
+        await settle()
+        receiver.grant_then_cancel(lambda: tx.send_nowait("x"))
+        await receiver.finished.wait()
+    if source in GIVE_BACK_SOURCES:
+        assert receiver.outcome == "cancelled"
+    if receiver.outcome == "cancelled":
+        assert drain(rx) == ["x"]
+    else:
+        assert receiver.result == "x"
+        assert drain(rx) == []
+
+
+async def test_an_item_given_back_goes_before_items_sent_after_it(
+    flavour: str, source: str
+) -> None:
+    tx, rx = channel(flavour, 3)
+
+    def grant() -> None:
+        tx.send_nowait("A")  # to the blocked receiver
+        tx.send_nowait("B")  # into the buffer
+
+    async with anyio.create_task_group() as tg:
+        receiver = Call(rx.receive, source).start(tg)
+        await settle()
+        receiver.grant_then_cancel(grant)
+        await receiver.finished.wait()
+    tx.send_nowait("C")
+    if receiver.outcome == "cancelled":
+        assert drain(rx) == ["A", "B", "C"]
+    else:
+        assert receiver.result == "A"
+        assert drain(rx) == ["B", "C"]
+    if source in GIVE_BACK_SOURCES:
+        assert receiver.outcome == "cancelled"
+
+
+async def test_grant_then_cancel_passes_the_item_to_the_next_blocked_receiver(
+    flavour: str, source: str
+) -> None:
+    if flavour not in MANY_RECEIVERS:
+        pytest.skip("one receiver")
+    tx, rx = channel(flavour, 0)
+    async with anyio.create_task_group() as tg:
+        first = Call(rx.receive, source).start(tg)
+        await settle()
+        second = Call(rx.clone().receive).start(tg)
+        await settle()
+        first.grant_then_cancel(lambda: tx.send_nowait("x"))
+        await first.finished.wait()
+        await settle()
+        if first.outcome == "cancelled":
+            assert second.result == "x"
+        else:
+            assert first.result == "x"
+            assert second.outcome is None
+            tx.send_nowait("y")
+            await settle()
+            assert second.result == "y"
+    if source in GIVE_BACK_SOURCES:
+        assert first.outcome == "cancelled"
+
+
+async def test_receivers_granted_together_keep_the_order_when_one_is_cancelled(
+    flavour: str, source: str
+) -> None:
+    # R1 is granted A and R2 B in one step, then R1 is cancelled: R2 must get
+    # A, and B must stay first in line (not be taken before A).
+    if flavour not in MANY_RECEIVERS:
+        pytest.skip("one receiver")
+    tx, rx = channel(flavour, 2)
+
+    def grant() -> None:
+        tx.send_nowait("A")
+        tx.send_nowait("B")
+
+    async with anyio.create_task_group() as tg:
+        first = Call(rx.receive, source).start(tg)
+        await settle()
+        second = Call(rx.clone().receive).start(tg)
+        await settle()
+        first.grant_then_cancel(grant)
+        await first.finished.wait()
+        await settle()
+    tx.send_nowait("C")
+    if first.outcome == "cancelled":
+        assert second.result == "A"
+        assert drain(rx) == ["B", "C"]
+    else:
+        assert (first.result, second.result) == ("A", "B")
+        assert drain(rx) == ["C"]
+    if source in GIVE_BACK_SOURCES:
+        assert first.outcome == "cancelled"
+
+
+async def test_cancelling_the_middle_of_three_granted_receivers_shifts_the_items(
+    flavour: str, source: str
+) -> None:
+    if flavour not in MANY_RECEIVERS or source not in GIVE_BACK_SOURCES:
+        pytest.skip("needs several receivers and a give-back")
+    tx, rx = channel(flavour, 0)
+    async with anyio.create_task_group() as tg:
+        first = Call(rx.clone().receive).start(tg)
+        await settle()
+        middle = Call(rx.clone().receive, source).start(tg)
+        await settle()
+        last = Call(rx.clone().receive).start(tg)
+        await settle()
+        fourth = Call(rx.clone().receive).start(tg)
+        await settle()
+
+        def grant() -> None:
+            for item in "ABC":
+                tx.send_nowait(item)
+
+        middle.grant_then_cancel(grant)
+        await settle()
+        # C was displaced and went on to the next blocked receiver.
+        assert (first.result, middle.outcome, last.result) == ("A", "cancelled", "B")
+        assert fourth.result == "C"
+
+
+async def test_an_item_given_back_when_every_receiver_closed_is_dropped(
+    flavour: str, anyio_backend_name: str
+) -> None:
+    if anyio_backend_name != "asyncio":
+        pytest.skip("plain asyncio cancellation")
+    tx, rx = channel(flavour, 1)
+    async with anyio.create_task_group() as tg:
+        receiver = Call(rx.receive, "asyncio_task_cancel").start(tg)
+        await settle()
+
+        def grant_and_close() -> None:
+            tx.send_nowait("x")
+            rx.close()
+
+        receiver.grant_then_cancel(grant_and_close)
+        await receiver.finished.wait()
+    assert receiver.outcome == "cancelled"
+    assert tx.statistics().items_buffered == 0
+    with pytest.raises(anyio.BrokenResourceError):
+        tx.send_nowait("y")
+
+
+# ---------------------------------------------------------------------------
+# Grant, then cancel: sends
+# ---------------------------------------------------------------------------
+
+
+async def test_a_send_whose_item_was_taken_returns_and_is_cancelled_later(
+    flavour: str, source: str
+) -> None:
+    # The receiver takes the blocked sender's item and the sender is
+    # cancelled in the same step: the send returns normally (the item was
+    # delivered), and the cancellation hits the sender's next checkpoint.
+    tx, rx = channel(flavour, 0)
+    taken: list[str] = []
+    async with anyio.create_task_group() as tg:
+        sender = Call(
+            lambda: tx.send("x"), source, after=anyio.lowlevel.checkpoint
+        ).start(tg)
+        await settle()
+        sender.grant_then_cancel(lambda: taken.append(rx.receive_nowait()))
+        await sender.finished.wait()
+    assert taken == ["x"]
+    assert drain(rx) == []
+    if source in GIVE_BACK_SOURCES:
+        assert sender.returned
+    if sender.returned:
+        assert sender.outcome == "cancelled"
+
+
+async def test_a_rearmed_cancellation_keeps_task_cancelling_count(
+    flavour: str, anyio_backend_name: str
+) -> None:
+    if anyio_backend_name != "asyncio":
+        pytest.skip("plain asyncio cancellation")
+    if sys.version_info < (3, 11):
+        pytest.skip("Task.cancelling() is 3.11+")
+    tx, rx = channel(flavour, 0)
+    async with anyio.create_task_group() as tg:
+        sender = Call(
+            lambda: tx.send("x"), "asyncio_task_cancel", after=lambda: asyncio.sleep(0)
+        ).start(tg)
+        await settle()
+        sender.grant_then_cancel(rx.receive_nowait)
+        await sender.finished.wait()
+    assert sender.returned
+    assert sender.outcome == "cancelled"
+    # One cancel() call, counted once: uncancel() and cancel() of the re-arm
+    # cancel out.
+    assert sender.cancelling_after == 1
+
+
+async def test_a_rearmed_cancellation_does_not_trip_an_enclosing_asyncio_timeout(
+    flavour: str, anyio_backend_name: str
+) -> None:
+    if anyio_backend_name != "asyncio":
+        pytest.skip("plain asyncio cancellation")
+    if sys.version_info < (3, 11):
+        pytest.skip("asyncio.timeout is 3.11+")
+    tx, rx = channel(flavour, 0)
+    outcome: list[str] = []
+
+    async def send_in_timeout() -> None:
+        try:
+            async with asyncio.timeout(1e6):
+                await tx.send("x")
+                outcome.append("sent")
+                await asyncio.sleep(0)
+        except TimeoutError:
+            outcome.append("timeout")
+        except asyncio.CancelledError:
+            outcome.append("cancelled")
+
+    task = asyncio.get_running_loop().create_task(send_in_timeout())
+    await settle()
+    assert rx.receive_nowait() == "x"
+    task.cancel()
+    await task
+    assert outcome == ["sent", "cancelled"]

@@ -1,0 +1,865 @@
+"""mpsc, spmc and mpmc channels: buffering, order, closing, clones, the
+single sides, receive_many, statistics, checkpoints, bad input.
+
+Every behaviour runs on the three flavours where it applies (``flavour``),
+on every backend, and with the generic waiter when the suite runs with
+``ANYIO_PRIMS_WAITER=generic``.  Cancellation is in test_cancellation.py,
+the model test in test_model.py.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+import math
+import weakref
+from functools import partial
+from typing import Any
+
+import anyio
+import anyio.lowlevel
+import pytest
+from anyio.abc import ObjectReceiveStream, ObjectSendStream
+from anyio.streams.stapled import StapledObjectStream
+
+from anyio_prims import mpmc, mpsc, spmc
+from anyio_prims._core import BUDGET_SIZE, WAITER_STATS
+from anyio_prims.channels import ChannelStatistics, Receiver, Sender
+
+from ._support import CHANNELS, MANY_RECEIVERS, MANY_SENDERS, Call, settle
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(params=list(CHANNELS))
+def flavour(request: pytest.FixtureRequest) -> str:
+    name: str = request.param
+    return name
+
+
+def channel(flavour: str, capacity: float, **kwargs: Any) -> Any:
+    return CHANNELS[flavour](capacity, **kwargs)
+
+
+class Item:
+    """A weakly referenceable payload."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+
+# ---------------------------------------------------------------------------
+# Buffering and order
+# ---------------------------------------------------------------------------
+
+
+async def test_items_are_received_in_send_order(flavour: str) -> None:
+    tx, rx = channel(flavour, 5)
+    for i in range(5):
+        await tx.send(i)
+    assert [await rx.receive() for _ in range(5)] == [0, 1, 2, 3, 4]
+
+
+async def test_send_blocks_while_the_buffer_is_full(flavour: str) -> None:
+    tx, rx = channel(flavour, 2)
+    await tx.send(0)
+    await tx.send(1)
+    async with anyio.create_task_group() as tg:
+        third = Call(lambda: tx.send(2)).start(tg)
+        await settle()
+        assert third.outcome is None
+        assert await rx.receive() == 0
+        await settle()
+        assert third.outcome == "returned"
+    assert [rx.receive_nowait(), rx.receive_nowait()] == [1, 2]
+
+
+async def test_rendezvous_send_completes_only_when_a_receiver_takes_it(
+    flavour: str,
+) -> None:
+    tx, rx = channel(flavour, 0)
+    with pytest.raises(anyio.WouldBlock):
+        tx.send_nowait("x")
+    async with anyio.create_task_group() as tg:
+        sender = Call(lambda: tx.send("x")).start(tg)
+        await settle()
+        assert sender.outcome is None
+        assert rx.statistics().items_buffered == 0
+        assert rx.receive_nowait() == "x"
+        await settle()
+        assert sender.outcome == "returned"
+
+
+async def test_rendezvous_send_hands_the_item_to_a_blocked_receiver(
+    flavour: str,
+) -> None:
+    tx, rx = channel(flavour, 0)
+    async with anyio.create_task_group() as tg:
+        receiver = Call(rx.receive).start(tg)
+        await settle()
+        tx.send_nowait("x")
+        await settle()
+    assert receiver.result == "x"
+
+
+async def test_unbounded_channel_never_blocks_a_send(flavour: str) -> None:
+    tx, rx = channel(flavour, math.inf)
+    for i in range(1000):
+        tx.send_nowait(i)
+    await tx.send(1000)
+    assert rx.statistics().items_buffered == 1001
+    assert rx.statistics().capacity == math.inf
+    assert [rx.receive_nowait() for _ in range(1001)] == list(range(1001))
+
+
+async def test_send_nowait_on_a_full_channel_raises_would_block(flavour: str) -> None:
+    tx, rx = channel(flavour, 1)
+    tx.send_nowait(1)
+    with pytest.raises(anyio.WouldBlock):
+        tx.send_nowait(2)
+    assert rx.receive_nowait() == 1
+    with pytest.raises(anyio.WouldBlock):
+        rx.receive_nowait()
+
+
+async def test_a_send_goes_straight_to_a_blocked_receiver(flavour: str) -> None:
+    tx, rx = channel(flavour, 3)
+    async with anyio.create_task_group() as tg:
+        receiver = Call(rx.receive).start(tg)
+        await settle()
+        await tx.send("x")
+        assert rx.statistics().items_buffered == 0
+        await settle()
+    assert receiver.result == "x"
+
+
+async def test_receive_admits_a_blocked_sender_into_the_freed_room(
+    flavour: str,
+) -> None:
+    tx, rx = channel(flavour, 1)
+    await tx.send(1)
+    async with anyio.create_task_group() as tg:
+        sender = Call(lambda: tx.send(2)).start(tg)
+        await settle()
+        assert rx.receive_nowait() == 1
+        assert rx.statistics().items_buffered == 1
+        await settle()
+        assert sender.outcome == "returned"
+    assert rx.receive_nowait() == 2
+
+
+@pytest.mark.parametrize("capacity", [0, 1])
+async def test_blocked_receivers_are_served_in_arrival_order(
+    flavour: str, capacity: int
+) -> None:
+    if flavour not in MANY_RECEIVERS:
+        pytest.skip("one receiver: nothing to order")
+    tx, rx = channel(flavour, capacity)
+    async with anyio.create_task_group() as tg:
+        receivers = []
+        for _ in range(3):
+            receivers.append(Call(rx.clone().receive).start(tg))
+            await settle()
+        for i in range(3):
+            await tx.send(i)
+        await settle()
+    assert [r.result for r in receivers] == [0, 1, 2]
+
+
+@pytest.mark.parametrize("capacity", [0, 1])
+async def test_blocked_senders_are_served_in_arrival_order(
+    flavour: str, capacity: int
+) -> None:
+    if flavour not in MANY_SENDERS:
+        pytest.skip("one sender: nothing to order")
+    tx, rx = channel(flavour, capacity)
+    for i in range(capacity):
+        await tx.send(-1 - i)
+    async with anyio.create_task_group() as tg:
+        for i in range(3):
+            Call(partial(tx.clone().send, i)).start(tg)
+            await settle()
+        got = [await rx.receive() for _ in range(3 + capacity)]
+    assert got == [-1 - i for i in range(capacity)] + [0, 1, 2]
+
+
+# ---------------------------------------------------------------------------
+# Closing
+# ---------------------------------------------------------------------------
+
+
+async def test_receivers_drain_the_buffer_then_get_end_of_stream(flavour: str) -> None:
+    tx, rx = channel(flavour, 3)
+    await tx.send(1)
+    await tx.send(2)
+    tx.close()
+    assert await rx.receive() == 1
+    assert rx.receive_nowait() == 2
+    with pytest.raises(anyio.EndOfStream):
+        await rx.receive()
+    with pytest.raises(anyio.EndOfStream):
+        rx.receive_nowait()
+
+
+async def test_async_for_ends_when_the_last_sender_closes(flavour: str) -> None:
+    tx, rx = channel(flavour, 0)
+    got = []
+
+    async def produce() -> None:
+        async with tx:
+            for i in range(5):
+                await tx.send(i)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(produce)
+        async for item in rx:
+            got.append(item)
+    assert got == [0, 1, 2, 3, 4]
+
+
+async def test_blocked_receiver_gets_end_of_stream_when_the_last_sender_closes(
+    flavour: str,
+) -> None:
+    tx, rx = channel(flavour, 1)
+    async with anyio.create_task_group() as tg:
+        receiver = Call(rx.receive).start(tg)
+        await settle()
+        tx.close()
+        await settle()
+    assert isinstance(receiver.error, anyio.EndOfStream)
+
+
+async def test_the_stream_stays_open_while_a_sender_clone_is_open(
+    flavour: str,
+) -> None:
+    if flavour not in MANY_SENDERS:
+        pytest.skip("the sender cannot be cloned")
+    tx, rx = channel(flavour, 1)
+    other = tx.clone()
+    tx.close()
+    async with anyio.create_task_group() as tg:
+        receiver = Call(rx.receive).start(tg)
+        await settle()
+        assert receiver.outcome is None
+        await other.send("late")
+        await settle()
+    assert receiver.result == "late"
+    other.close()
+    with pytest.raises(anyio.EndOfStream):
+        rx.receive_nowait()
+
+
+async def test_send_after_the_last_receiver_closed_raises_broken_resource_error(
+    flavour: str,
+) -> None:
+    tx, rx = channel(flavour, 5)
+    rx.close()
+    with pytest.raises(anyio.BrokenResourceError):
+        await tx.send(1)
+    with pytest.raises(anyio.BrokenResourceError):
+        tx.send_nowait(1)
+
+
+async def test_blocked_sender_gets_broken_resource_error_when_receivers_close(
+    flavour: str,
+) -> None:
+    tx, rx = channel(flavour, 0)
+    async with anyio.create_task_group() as tg:
+        sender = Call(lambda: tx.send(1)).start(tg)
+        await settle()
+        rx.close()
+        await settle()
+    assert isinstance(sender.error, anyio.BrokenResourceError)
+
+
+async def test_closing_the_last_receiver_releases_buffered_items(flavour: str) -> None:
+    tx, rx = channel(flavour, 3)
+    items = [Item(i) for i in range(3)]
+    refs = [weakref.ref(item) for item in items]
+    for item in items:
+        await tx.send(item)
+    del items, item
+    rx.close()
+    gc.collect()
+    assert [ref() for ref in refs] == [None, None, None]
+    assert tx.statistics().items_buffered == 0
+
+
+async def test_closing_one_receiver_clone_keeps_buffered_items(flavour: str) -> None:
+    if flavour not in MANY_RECEIVERS:
+        pytest.skip("the receiver cannot be cloned")
+    tx, rx = channel(flavour, 3)
+    other = rx.clone()
+    await tx.send(1)
+    rx.close()
+    assert other.receive_nowait() == 1
+
+
+async def test_using_a_closed_sender_raises_closed_resource_error(flavour: str) -> None:
+    tx, _rx = channel(flavour, 5)
+    tx.close()
+    with pytest.raises(anyio.ClosedResourceError):
+        await tx.send(1)
+    with pytest.raises(anyio.ClosedResourceError):
+        tx.send_nowait(1)
+    if flavour in MANY_SENDERS:
+        with pytest.raises(anyio.ClosedResourceError):
+            tx.clone()
+    assert tx.closed
+
+
+async def test_using_a_closed_receiver_raises_closed_resource_error(
+    flavour: str,
+) -> None:
+    tx, rx = channel(flavour, 5)
+    await tx.send(1)
+    rx.close()
+    with pytest.raises(anyio.ClosedResourceError):
+        await rx.receive()
+    with pytest.raises(anyio.ClosedResourceError):
+        rx.receive_nowait()
+    with pytest.raises(anyio.ClosedResourceError):
+        await rx.receive_many(3)
+    if flavour in MANY_RECEIVERS:
+        with pytest.raises(anyio.ClosedResourceError):
+            rx.clone()
+    assert rx.closed
+
+
+async def test_closing_a_sender_fails_its_blocked_send_with_closed_resource_error(
+    flavour: str,
+) -> None:
+    tx, rx = channel(flavour, 0)
+    async with anyio.create_task_group() as tg:
+        sender = Call(lambda: tx.send("lost")).start(tg)
+        await settle()
+        tx.close()
+        await settle()
+    assert isinstance(sender.error, anyio.ClosedResourceError)
+    with pytest.raises(anyio.EndOfStream):
+        rx.receive_nowait()
+
+
+async def test_closing_a_receiver_fails_its_blocked_receive_with_closed_error(
+    flavour: str,
+) -> None:
+    _tx, rx = channel(flavour, 0)
+    async with anyio.create_task_group() as tg:
+        receiver = Call(rx.receive).start(tg)
+        await settle()
+        rx.close()
+        await settle()
+    assert isinstance(receiver.error, anyio.ClosedResourceError)
+
+
+async def test_closing_a_sender_clone_leaves_other_clones_blocked_sends(
+    flavour: str,
+) -> None:
+    if flavour not in MANY_SENDERS:
+        pytest.skip("the sender cannot be cloned")
+    tx, rx = channel(flavour, 0)
+    other = tx.clone()
+    async with anyio.create_task_group() as tg:
+        mine = Call(lambda: tx.send(1)).start(tg)
+        await settle()
+        theirs = Call(lambda: other.send(2)).start(tg)
+        await settle()
+        tx.close()
+        await settle()
+        assert isinstance(mine.error, anyio.ClosedResourceError)
+        assert theirs.outcome is None
+        assert rx.receive_nowait() == 2
+        await settle()
+    assert theirs.outcome == "returned"
+
+
+async def test_closing_a_receiver_clone_leaves_other_clones_blocked_receives(
+    flavour: str,
+) -> None:
+    if flavour not in MANY_RECEIVERS:
+        pytest.skip("the receiver cannot be cloned")
+    tx, rx = channel(flavour, 0)
+    other = rx.clone()
+    async with anyio.create_task_group() as tg:
+        mine = Call(rx.receive).start(tg)
+        await settle()
+        theirs = Call(other.receive).start(tg)
+        await settle()
+        rx.close()
+        await settle()
+        assert isinstance(mine.error, anyio.ClosedResourceError)
+        assert theirs.outcome is None
+        tx.send_nowait("x")
+        await settle()
+    assert theirs.result == "x"
+
+
+async def test_close_is_idempotent(flavour: str) -> None:
+    tx, rx = channel(flavour, 1)
+    tx.close()
+    tx.close()
+    rx.close()
+    rx.close()
+    stats = tx.statistics()
+    assert (stats.open_senders, stats.open_receivers) == (0, 0)
+
+
+async def test_async_with_closes_the_endpoint(flavour: str) -> None:
+    tx, rx = channel(flavour, 1)
+    async with tx as entered_tx, rx as entered_rx:
+        assert entered_tx is tx
+        assert entered_rx is rx
+    assert tx.closed
+    assert rx.closed
+
+
+async def test_sync_with_closes_the_endpoint(flavour: str) -> None:
+    tx, rx = channel(flavour, 1)
+    with tx as entered_tx, rx as entered_rx:
+        assert entered_tx is tx
+        assert entered_rx is rx
+    assert tx.closed
+    assert rx.closed
+
+
+async def test_aclose_closes_the_endpoint(flavour: str) -> None:
+    tx, rx = channel(flavour, 1)
+    await tx.aclose()
+    await rx.aclose()
+    assert tx.closed
+    assert rx.closed
+
+
+# ---------------------------------------------------------------------------
+# Clones and the single sides
+# ---------------------------------------------------------------------------
+
+
+def test_clone_exists_only_on_the_sides_that_may_be_many() -> None:
+    assert hasattr(mpsc.Sender, "clone")
+    assert not hasattr(mpsc.Receiver, "clone")
+    assert not hasattr(spmc.Sender, "clone")
+    assert hasattr(spmc.Receiver, "clone")
+    assert hasattr(mpmc.Sender, "clone")
+    assert hasattr(mpmc.Receiver, "clone")
+
+
+async def test_clones_count_as_open_endpoints(flavour: str) -> None:
+    tx, rx = channel(flavour, 1)
+    if flavour in MANY_SENDERS:
+        clone = tx.clone()
+        assert type(clone) is type(tx)
+        assert tx.statistics().open_senders == 2
+        clone.close()
+    if flavour in MANY_RECEIVERS:
+        clone = rx.clone()
+        assert type(clone) is type(rx)
+        assert rx.statistics().open_receivers == 2
+        clone.close()
+    stats = tx.statistics()
+    assert (stats.open_senders, stats.open_receivers) == (1, 1)
+
+
+async def test_clones_share_the_items(flavour: str) -> None:
+    tx, rx = channel(flavour, 4)
+    senders = [tx, tx.clone()] if flavour in MANY_SENDERS else [tx]
+    receivers = [rx, rx.clone()] if flavour in MANY_RECEIVERS else [rx]
+    for i in range(4):
+        await senders[i % len(senders)].send(i)
+    got = [await receivers[i % len(receivers)].receive() for i in range(4)]
+    assert got == [0, 1, 2, 3]
+
+
+async def test_second_task_receiving_on_an_mpsc_receiver_raises_busy() -> None:
+    tx, rx = mpsc.channel[Any](0)
+    async with anyio.create_task_group() as tg:
+        first = Call(rx.receive).start(tg)
+        await settle()
+        with pytest.raises(anyio.BusyResourceError):
+            await rx.receive()
+        with pytest.raises(anyio.BusyResourceError):
+            rx.receive_nowait()
+        await tx.send("x")
+        await settle()
+    assert first.result == "x"
+
+
+async def test_mpsc_receiver_is_busy_until_a_granted_receive_has_resumed() -> None:
+    tx, rx = mpsc.channel[Any](1)
+    async with anyio.create_task_group() as tg:
+        first = Call(rx.receive).start(tg)
+        await settle()
+        tx.send_nowait("x")  # granted; the task has not run yet
+        tx.send_nowait("y")
+        with pytest.raises(anyio.BusyResourceError):
+            rx.receive_nowait()
+        await settle()
+    assert first.result == "x"
+    assert rx.receive_nowait() == "y"
+
+
+async def test_second_task_sending_on_an_spmc_sender_raises_busy() -> None:
+    tx, rx = spmc.channel[Any](0)
+    async with anyio.create_task_group() as tg:
+        first = Call(lambda: tx.send("x")).start(tg)
+        await settle()
+        with pytest.raises(anyio.BusyResourceError):
+            await tx.send("y")
+        with pytest.raises(anyio.BusyResourceError):
+            tx.send_nowait("y")
+        assert await rx.receive() == "x"
+        await settle()
+    assert first.outcome == "returned"
+    with pytest.raises(anyio.WouldBlock):
+        rx.receive_nowait()
+
+
+async def test_spmc_sender_is_busy_until_a_taken_send_has_resumed() -> None:
+    tx, rx = spmc.channel[Any](1)
+    tx.send_nowait("x")
+    async with anyio.create_task_group() as tg:
+        first = Call(lambda: tx.send("y")).start(tg)
+        await settle()
+        assert rx.receive_nowait() == "x"  # "y" taken; the task has not run
+        with pytest.raises(anyio.BusyResourceError):
+            tx.send_nowait("z")
+        await settle()
+    assert first.outcome == "returned"
+    assert rx.receive_nowait() == "y"
+    tx.send_nowait("z")
+    assert rx.receive_nowait() == "z"
+
+
+async def test_the_single_side_is_free_again_after_its_call_returns() -> None:
+    tx, rx = mpsc.channel[Any](0)
+    for i in range(3):
+        async with anyio.create_task_group() as tg:
+            receiver = Call(rx.receive).start(tg)
+            await settle()
+            await tx.send(i)
+        assert receiver.result == i
+
+
+# ---------------------------------------------------------------------------
+# receive_many
+# ---------------------------------------------------------------------------
+
+
+async def test_receive_many_returns_up_to_max_items_without_waiting(
+    flavour: str,
+) -> None:
+    tx, rx = channel(flavour, 10)
+    for i in range(5):
+        await tx.send(i)
+    assert await rx.receive_many(3) == [0, 1, 2]
+    assert await rx.receive_many(10) == [3, 4]
+
+
+async def test_receive_many_waits_for_the_first_item(flavour: str) -> None:
+    tx, rx = channel(flavour, 10)
+    async with anyio.create_task_group() as tg:
+        receiver = Call(lambda: rx.receive_many(5)).start(tg)
+        await settle()
+        assert receiver.outcome is None
+        await tx.send(1)
+        await settle()
+    assert receiver.result == [1]
+
+
+async def test_receive_many_takes_items_of_blocked_senders_in_order(
+    flavour: str,
+) -> None:
+    if flavour not in MANY_SENDERS:
+        pytest.skip("one blocked sender at most")
+    tx, rx = channel(flavour, 2)
+    await tx.send(0)
+    await tx.send(1)
+    async with anyio.create_task_group() as tg:
+        senders = []
+        for i in (2, 3, 4, 5):
+            senders.append(Call(partial(tx.clone().send, i)).start(tg))
+            await settle()
+        assert await rx.receive_many(4) == [0, 1, 2, 3]
+        await settle()
+        assert [s.outcome for s in senders] == ["returned"] * 4
+    # The freed room went to the blocked senders, in order.
+    assert rx.statistics().items_buffered == 2
+    assert await rx.receive_many(5) == [4, 5]
+
+
+async def test_receive_many_raises_end_of_stream_when_nothing_is_left(
+    flavour: str,
+) -> None:
+    tx, rx = channel(flavour, 2)
+    await tx.send(1)
+    tx.close()
+    assert await rx.receive_many(5) == [1]
+    with pytest.raises(anyio.EndOfStream):
+        await rx.receive_many(5)
+
+
+# ---------------------------------------------------------------------------
+# Statistics, interfaces, typing
+# ---------------------------------------------------------------------------
+
+
+async def test_statistics_reports_buffer_endpoints_and_waiters(flavour: str) -> None:
+    tx, rx = channel(flavour, 1)
+    await tx.send(1)
+    async with anyio.create_task_group() as tg:
+        Call(lambda: tx.send(2)).start(tg)
+        await settle()
+        assert tx.statistics() == ChannelStatistics(
+            items_buffered=1,
+            capacity=1,
+            open_senders=1,
+            open_receivers=1,
+            tasks_waiting_send=1,
+            tasks_waiting_receive=0,
+        )
+        assert await rx.receive_many(2) == [1, 2]
+        receiver = Call(rx.receive).start(tg)
+        await settle()
+        assert rx.statistics().tasks_waiting_receive == 1
+        assert rx.statistics().tasks_waiting_send == 0
+        receiver.cancel()
+
+
+async def test_statistics_is_a_frozen_snapshot(flavour: str) -> None:
+    tx, _rx = channel(flavour, 2)
+    stats = tx.statistics()
+    await tx.send(1)
+    assert stats.items_buffered == 0
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        stats.items_buffered = 3
+
+
+async def test_endpoints_are_anyio_object_streams(flavour: str) -> None:
+    tx, rx = channel(flavour, 1)
+    assert isinstance(tx, ObjectSendStream)
+    assert isinstance(rx, ObjectReceiveStream)
+    assert isinstance(tx, Sender)
+    assert isinstance(rx, Receiver)
+    stapled = StapledObjectStream(tx, rx)
+    await stapled.send("through anyio's helper")
+    assert await stapled.receive() == "through anyio's helper"
+    await stapled.send_eof()
+    with pytest.raises(anyio.EndOfStream):
+        await stapled.receive()
+
+
+def test_channel_accepts_a_type_parameter() -> None:
+    tx, rx = mpsc.channel[int](1)
+    assert isinstance(tx, mpsc.Sender)
+    assert isinstance(rx, mpsc.Receiver)
+    stx, srx = spmc.channel[str](capacity=0, strict=True)
+    assert isinstance(stx, spmc.Sender)
+    assert isinstance(srx, spmc.Receiver)
+    mtx, mrx = mpmc.channel[bytes](math.inf)
+    assert isinstance(mtx, mpmc.Sender)
+    assert isinstance(mrx, mpmc.Receiver)
+
+
+def test_repr_names_the_endpoint_and_its_state() -> None:
+    tx, rx = mpmc.channel[int](2)
+    assert "mpmc.Sender open buffered=0 capacity=2" in repr(tx)
+    rx.close()
+    assert "mpmc.Receiver closed" in repr(rx)
+
+
+# ---------------------------------------------------------------------------
+# Checkpoints and fast paths
+# ---------------------------------------------------------------------------
+
+
+async def test_sends_and_receives_that_do_not_block_create_no_waiter(
+    flavour: str,
+) -> None:
+    tx, rx = channel(flavour, 4)
+    before = WAITER_STATS.created
+    for _ in range(3):
+        for i in range(4):
+            await tx.send(i)
+        for _ in range(4):
+            await rx.receive()
+        tx.send_nowait(1)
+        rx.receive_nowait()
+    assert WAITER_STATS.created == before
+
+
+async def test_a_send_to_a_blocked_receiver_creates_no_waiter_for_the_sender(
+    flavour: str,
+) -> None:
+    tx, rx = channel(flavour, 0)
+    async with anyio.create_task_group() as tg:
+        Call(rx.receive).start(tg)
+        await settle()
+        before = WAITER_STATS.created
+        await tx.send(1)
+        assert WAITER_STATS.created == before
+
+
+async def test_strict_channel_checkpoints_before_a_send_that_would_not_block(
+    flavour: str,
+) -> None:
+    tx, _rx = channel(flavour, 5, strict=True)
+    with anyio.CancelScope() as scope:
+        scope.cancel()
+        await tx.send(1)
+    assert scope.cancelled_caught
+    assert tx.statistics().items_buffered == 0
+
+
+async def test_strict_channel_checkpoints_before_a_receive_that_would_not_block(
+    flavour: str,
+) -> None:
+    tx, rx = channel(flavour, 5, strict=True)
+    await tx.send(1)
+    with anyio.CancelScope() as scope:
+        scope.cancel()
+        await rx.receive()
+    assert scope.cancelled_caught
+    assert rx.receive_nowait() == 1
+
+
+async def test_budgeted_sends_reach_a_checkpoint_within_the_budget(
+    flavour: str,
+) -> None:
+    tx, rx = channel(flavour, math.inf)
+    sent = 0
+    with anyio.CancelScope() as scope:
+        scope.cancel()
+        for _ in range(BUDGET_SIZE):
+            await tx.send(sent)
+            sent += 1
+    assert scope.cancelled_caught
+    assert sent < BUDGET_SIZE
+    # The cancelled send delivered nothing.
+    assert rx.statistics().items_buffered == sent
+
+
+async def test_budgeted_receives_reach_a_checkpoint_within_the_budget(
+    flavour: str,
+) -> None:
+    tx, rx = channel(flavour, math.inf)
+    for i in range(BUDGET_SIZE):
+        tx.send_nowait(i)
+    got = []
+    with anyio.CancelScope() as scope:
+        scope.cancel()
+        for _ in range(BUDGET_SIZE):
+            got.append(await rx.receive())
+    assert scope.cancelled_caught
+    assert got == list(range(len(got)))
+    assert len(got) < BUDGET_SIZE
+    # The cancelled receive took nothing.
+    assert rx.receive_nowait() == len(got)
+
+
+async def test_a_tight_send_loop_lets_other_tasks_run(flavour: str) -> None:
+    tx, _rx = channel(flavour, math.inf)
+    ran = anyio.Event()
+    sends = 0
+
+    async def other() -> None:
+        ran.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(other)
+        while not ran.is_set():
+            await tx.send(sends)
+            sends += 1
+    # Every BUDGET_SIZE sends yield; Trio may run this task first in the
+    # next batch of runnable tasks, so the other one runs by the second.
+    assert sends <= 2 * BUDGET_SIZE
+
+
+# ---------------------------------------------------------------------------
+# Re-entrance
+# ---------------------------------------------------------------------------
+
+
+async def test_a_woken_receiver_can_use_the_channel_at_once(flavour: str) -> None:
+    # The receiver, woken by a send, sends straight back into the channel
+    # it was woken from and receives again, five times over.
+    tx, rx = channel(flavour, 1)
+    got: list[int] = []
+
+    async def echo() -> None:
+        while (item := await rx.receive()) < 5:
+            got.append(item)
+            await tx.send(item + 1)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(echo)
+        await settle()
+        await tx.send(0)
+    assert got == [0, 1, 2, 3, 4]
+    assert tx.statistics() == ChannelStatistics(0, 1, 1, 1, 0, 0)
+
+
+async def test_an_item_released_on_close_may_use_the_channel(flavour: str) -> None:
+    tx, rx = channel(flavour, 3)
+    seen: list[object] = []
+
+    class Reentrant:
+        def __del__(self) -> None:
+            try:
+                tx.send_nowait("again")
+            except Exception as exc:
+                seen.append(type(exc))
+
+    await tx.send(Reentrant())
+    await tx.send(Reentrant())
+    rx.close()
+    gc.collect()
+    assert seen == [anyio.BrokenResourceError, anyio.BrokenResourceError]
+    assert tx.statistics().items_buffered == 0
+
+
+# ---------------------------------------------------------------------------
+# Bad input
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("capacity", [-1, -math.inf, 1.5, math.nan])
+def test_bad_capacity_value_raises_value_error_naming_capacity(
+    flavour: str, capacity: float
+) -> None:
+    with pytest.raises(ValueError, match="capacity"):
+        channel(flavour, capacity)
+
+
+@pytest.mark.parametrize("capacity", ["3", None, True, [1]])
+def test_bad_capacity_type_raises_type_error_naming_capacity(
+    flavour: str, capacity: Any
+) -> None:
+    with pytest.raises(TypeError, match="capacity"):
+        channel(flavour, capacity)
+
+
+def test_non_bool_strict_raises_type_error_naming_strict(flavour: str) -> None:
+    with pytest.raises(TypeError, match="strict"):
+        channel(flavour, 1, strict=1)
+
+
+@pytest.mark.parametrize("max_items", [0, -1])
+async def test_receive_many_of_fewer_than_one_raises_value_error(
+    flavour: str, max_items: int
+) -> None:
+    tx, rx = channel(flavour, 1)
+    await tx.send(1)
+    with pytest.raises(ValueError, match="max_items"):
+        await rx.receive_many(max_items)
+    assert rx.receive_nowait() == 1
+
+
+@pytest.mark.parametrize("max_items", ["2", 2.0, None, True])
+async def test_receive_many_of_a_non_int_raises_type_error(
+    flavour: str, max_items: Any
+) -> None:
+    tx, rx = channel(flavour, 1)
+    await tx.send(1)
+    with pytest.raises(TypeError, match="max_items"):
+        await rx.receive_many(max_items)
+    assert rx.receive_nowait() == 1

@@ -1,0 +1,458 @@
+"""Model test: random sends, receives, closes, clones and cancellations over
+several tasks, checked step by step against a model queue.
+
+Each step starts one operation (in its own task when it may block) or acts
+from the test task, then waits until every task is blocked again, so the
+channel is quiescent and the model can say exactly what every call has
+returned, what is buffered and who is still waiting: no item lost, none
+duplicated, FIFO, blocked calls served in arrival order, closing and the
+single sides as specified.  On asyncio the steps also include the
+grant-then-cancel races: an item granted to a receiver that is cancelled in
+the same step goes to the next receiver or back to the front of the buffer;
+a sender whose item is taken as it is cancelled returns normally.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import astuple, dataclass, field
+from functools import partial
+from typing import Any
+
+import anyio
+import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+from anyio_prims.channels import ChannelStatistics
+from anyio_prims.streams import create_memory_object_stream
+
+from ._support import CHANNELS, Call, settle
+
+pytestmark = pytest.mark.anyio
+
+FLAVOURS = [*CHANNELS, "memory"]
+MANY_SENDERS = ("mpsc", "mpmc", "memory")
+MANY_RECEIVERS = ("spmc", "mpmc", "memory")
+
+
+@dataclass
+class Pending:
+    """A call the model says is blocked."""
+
+    call: Call
+    endpoint: int
+    item: Any = None
+
+
+@dataclass
+class Model:
+    capacity: float
+    single_sender: bool
+    single_receiver: bool
+    buffer: deque[Any] = field(default_factory=deque)
+    senders_open: list[bool] = field(default_factory=lambda: [True])
+    receivers_open: list[bool] = field(default_factory=lambda: [True])
+    parked_senders: deque[Pending] = field(default_factory=deque)
+    parked_receivers: deque[Pending] = field(default_factory=deque)
+    #: what each finished call must have ended with
+    expected: dict[int, tuple[str, Any]] = field(default_factory=dict)
+    #: (receiver, item) granted by sends, in order (for the races)
+    grants: list[tuple[Pending, Any]] = field(default_factory=list)
+
+    def finish(self, call: Call, outcome: str, value: Any = None) -> None:
+        self.expected[id(call)] = (outcome, value)
+
+    def receivers_left(self) -> bool:
+        return any(self.receivers_open)
+
+    def senders_left(self) -> bool:
+        return any(self.senders_open)
+
+    # The outcome of a send/receive started now: ("returned", value),
+    # ("raised", name), or None when the call blocks.
+    def send(self, endpoint: int, item: Any) -> tuple[str, Any] | None:
+        if not self.senders_open[endpoint]:
+            return ("raised", "ClosedResourceError")
+        if not self.receivers_left():
+            return ("raised", "BrokenResourceError")
+        if self.single_sender and self.parked_senders:
+            return ("raised", "BusyResourceError")
+        if self.parked_receivers:
+            receiver = self.parked_receivers.popleft()
+            self.finish(receiver.call, "returned", item)
+            self.grants.append((receiver, item))
+            return ("returned", None)
+        if len(self.buffer) < self.capacity:
+            self.buffer.append(item)
+            return ("returned", None)
+        return None
+
+    def receive(self, endpoint: int) -> tuple[str, Any] | None:
+        if not self.receivers_open[endpoint]:
+            return ("raised", "ClosedResourceError")
+        if self.single_receiver and self.parked_receivers:
+            return ("raised", "BusyResourceError")
+        if self.buffer:
+            item = self.buffer.popleft()
+            if len(self.buffer) < self.capacity and self.parked_senders:
+                sender = self.parked_senders.popleft()
+                self.buffer.append(sender.item)
+                self.finish(sender.call, "returned", None)
+            return ("returned", item)
+        if self.parked_senders:
+            sender = self.parked_senders.popleft()
+            self.finish(sender.call, "returned", None)
+            return ("returned", sender.item)
+        if not self.senders_left():
+            return ("raised", "EndOfStream")
+        return None
+
+    def cancel(self, pending: Pending) -> None:
+        for queue in (self.parked_senders, self.parked_receivers):
+            if pending in queue:
+                queue.remove(pending)
+        self.finish(pending.call, "cancelled")
+
+    def give_back(self, item: Any) -> None:
+        if not self.receivers_left():
+            return
+        if self.parked_receivers:
+            receiver = self.parked_receivers.popleft()
+            self.finish(receiver.call, "returned", item)
+        else:
+            self.buffer.appendleft(item)
+
+    def close_sender(self, endpoint: int) -> None:
+        if not self.senders_open[endpoint]:
+            return
+        self.senders_open[endpoint] = False
+        for pending in [p for p in self.parked_senders if p.endpoint == endpoint]:
+            self.parked_senders.remove(pending)
+            self.finish(pending.call, "raised", "ClosedResourceError")
+        if not self.senders_left():
+            while self.parked_receivers:
+                pending = self.parked_receivers.popleft()
+                self.finish(pending.call, "raised", "EndOfStream")
+
+    def close_receiver(self, endpoint: int) -> None:
+        if not self.receivers_open[endpoint]:
+            return
+        self.receivers_open[endpoint] = False
+        for pending in [p for p in self.parked_receivers if p.endpoint == endpoint]:
+            self.parked_receivers.remove(pending)
+            self.finish(pending.call, "raised", "ClosedResourceError")
+        if not self.receivers_left():
+            while self.parked_senders:
+                pending = self.parked_senders.popleft()
+                self.finish(pending.call, "raised", "BrokenResourceError")
+            self.buffer.clear()
+
+
+def make(flavour: str, capacity: float) -> tuple[Any, Any]:
+    if flavour == "memory":
+        return create_memory_object_stream(capacity)
+    return CHANNELS[flavour](capacity)  # type: ignore[no-any-return]
+
+
+def outcome_of(call: Call) -> tuple[str, Any] | None:
+    if call.outcome is None:
+        return None
+    if call.outcome == "raised":
+        return ("raised", type(call.error).__name__)
+    if call.outcome == "returned":
+        return ("returned", call.result)
+    return ("cancelled", None)
+
+
+def nowait_outcome(operation: Any) -> tuple[str, Any]:
+    try:
+        return ("returned", operation())
+    except Exception as exc:
+        return ("raised", type(exc).__name__)
+
+
+#: Step kinds.  Hypothesis draws early entries more often: closing, which
+#: ends most games, comes last.
+STEPS = [
+    "receive",
+    "send",
+    "race_receive",
+    "race_send",
+    "clone_receiver",
+    "receive_nowait",
+    "send_nowait",
+    "cancel",
+    "clone_sender",
+    "close_sender",
+    "close_receiver",
+]
+
+
+class Game:
+    """One channel, the model of it, and the calls made so far."""
+
+    def __init__(
+        self, flavour: str, capacity: float, on_asyncio: bool, tg: Any
+    ) -> None:
+        self.flavour = flavour
+        self.on_asyncio = on_asyncio
+        # Plain asyncio cancellation can cancel a granted wait (the races).
+        self.source = "asyncio_task_cancel" if on_asyncio else "anyio_cancel_scope"
+        self.tg = tg
+        tx, rx = make(flavour, capacity)
+        self.senders: list[Any] = [tx]
+        self.receivers: list[Any] = [rx]
+        self.model = Model(
+            capacity,
+            single_sender=flavour == "spmc",
+            single_receiver=flavour == "mpsc",
+        )
+        self.pending: list[Pending] = []
+        self.calls: list[Call] = []
+        self.next_item = 0
+
+    def new_item(self) -> int:
+        self.next_item += 1
+        return self.next_item
+
+    def send(self, pick: int) -> bool:
+        ep = pick % len(self.senders)
+        item = self.new_item()
+        expect = self.model.send(ep, item)
+        call = Call(lambda: self.senders[ep].send(item), self.source)
+        self.calls.append(call.start(self.tg))
+        if expect is None:
+            parked = Pending(call, ep, item)
+            self.model.parked_senders.append(parked)
+            self.pending.append(parked)
+        else:
+            self.model.finish(call, *expect)
+        return True
+
+    def receive(self, pick: int) -> bool:
+        ep = pick % len(self.receivers)
+        expect = self.model.receive(ep)
+        call = Call(self.receivers[ep].receive, self.source)
+        self.calls.append(call.start(self.tg))
+        if expect is None:
+            parked = Pending(call, ep)
+            self.model.parked_receivers.append(parked)
+            self.pending.append(parked)
+        else:
+            self.model.finish(call, *expect)
+        return True
+
+    def send_nowait(self, pick: int) -> bool:
+        ep = pick % len(self.senders)
+        item = self.new_item()
+        expect = self.model.send(ep, item) or ("raised", "WouldBlock")
+        assert nowait_outcome(lambda: self.senders[ep].send_nowait(item)) == expect
+        return True
+
+    def receive_nowait(self, pick: int) -> bool:
+        ep = pick % len(self.receivers)
+        expect = self.model.receive(ep) or ("raised", "WouldBlock")
+        assert nowait_outcome(self.receivers[ep].receive_nowait) == expect
+        return True
+
+    def cancel(self, pick: int) -> bool:
+        live = [p for p in self.pending if p.call.outcome is None]
+        live = [p for p in live if id(p.call) not in self.model.expected]
+        if not live:
+            return False
+        victim = live[pick % len(live)]
+        self.model.cancel(victim)
+        victim.call.cancel()
+        return True
+
+    def close_sender(self, pick: int) -> bool:
+        if pick < 5:
+            return False  # closing ends most games: do it less often
+        ep = pick % len(self.senders)
+        self.model.close_sender(ep)
+        self.senders[ep].close()
+        return True
+
+    def close_receiver(self, pick: int) -> bool:
+        if pick < 5:
+            return False  # closing ends most games: do it less often
+        ep = pick % len(self.receivers)
+        self.model.close_receiver(ep)
+        self.receivers[ep].close()
+        return True
+
+    def clone_sender(self, pick: int) -> bool:
+        ep = pick % len(self.senders)
+        if self.flavour not in MANY_SENDERS or not self.model.senders_open[ep]:
+            return False
+        self.senders.append(self.senders[ep].clone())
+        self.model.senders_open.append(True)
+        return True
+
+    def clone_receiver(self, pick: int) -> bool:
+        ep = pick % len(self.receivers)
+        if self.flavour not in MANY_RECEIVERS or not self.model.receivers_open[ep]:
+            return False
+        self.receivers.append(self.receivers[ep].clone())
+        self.model.receivers_open.append(True)
+        return True
+
+    async def race_receive(self, pick: int) -> bool:
+        """Park receivers if need be, then send 1 to 3 items, the first to
+        the head receiver, and cancel that receiver, all in one step."""
+        model = self.model
+        if not self.on_asyncio:
+            return False
+        wanted = 1 + pick % 2 if self.flavour in MANY_RECEIVERS else 1
+        while len(model.parked_receivers) < wanted and self.would_park_receiver(pick):
+            self.receive(pick)
+            await settle()
+        ep = pick % len(self.senders)
+        if not model.parked_receivers or not model.senders_open[ep]:
+            return False
+        head = model.parked_receivers[0]
+        items = [self.new_item() for _ in range(1 + pick % 3)]
+        model.grants.clear()
+        expected_sends = [
+            model.send(ep, item) or ("raised", "WouldBlock") for item in items
+        ]
+        granted = model.grants[:]
+        if granted and granted[0][0] is head:
+            event(f"receiver cancelled after {len(granted)} grant(s)")
+            # In-flight receivers pass the items down; the last one
+            # displaced goes on to the next receiver or the buffer.
+            model.finish(head.call, "cancelled")
+            got_items = [item for _, item in granted]
+            for (later, _), item in zip(granted[1:], got_items[:-1], strict=True):
+                model.finish(later.call, "returned", item)
+            model.give_back(got_items[-1])
+        else:
+            model.cancel(head)
+        sends: list[tuple[str, Any]] = []
+
+        def grant() -> None:
+            sender = self.senders[ep]
+            for item in items:
+                sends.append(nowait_outcome(partial(sender.send_nowait, item)))
+
+        head.call.grant_then_cancel(grant)
+        assert sends == expected_sends
+        return True
+
+    async def race_send(self, pick: int) -> bool:
+        """Park a sender if need be, then take its item and cancel it in one
+        step: the send has delivered, so it returns normally."""
+        model = self.model
+        if not self.on_asyncio:
+            return False
+        if not model.parked_senders and self.would_park_sender(pick):
+            self.send(pick)
+            await settle()
+        ep = pick % len(self.receivers)
+        if not model.parked_senders or not model.receivers_open[ep]:
+            return False
+        head = model.parked_senders[0]
+        expect = model.receive(ep)
+        if id(head.call) in model.expected:
+            event("sender cancelled after its item was taken")
+        else:
+            # The item went to the buffer's last free place only: the
+            # sender was still waiting, so it is cancelled.
+            model.cancel(head)
+        got: list[tuple[str, Any]] = []
+        head.call.grant_then_cancel(
+            lambda: got.append(nowait_outcome(self.receivers[ep].receive_nowait))
+        )
+        assert got == [expect]
+        return True
+
+    def would_park_receiver(self, pick: int) -> bool:
+        model = self.model
+        ep = pick % len(self.receivers)
+        return (
+            model.receivers_open[ep]
+            and model.senders_left()
+            and not model.buffer
+            and not model.parked_senders
+            and not (model.single_receiver and model.parked_receivers)
+        )
+
+    def would_park_sender(self, pick: int) -> bool:
+        model = self.model
+        ep = pick % len(self.senders)
+        return (
+            model.senders_open[ep]
+            and model.receivers_left()
+            and not model.parked_receivers
+            and len(model.buffer) >= model.capacity
+            and not (model.single_sender and model.parked_senders)
+        )
+
+    async def finish(self) -> None:
+        """Cancel what still waits; check what is left; close everything."""
+        model = self.model
+        for parked in self.pending:
+            if id(parked.call) not in model.expected:
+                model.cancel(parked)
+                parked.call.cancel()
+        await settle()
+        check(model, self.calls, self.senders[0])
+        if model.receivers_left():
+            ep = model.receivers_open.index(True)
+            left = []
+            while True:
+                try:
+                    left.append(self.receivers[ep].receive_nowait())
+                except (anyio.WouldBlock, anyio.EndOfStream):
+                    break
+            assert left == list(model.buffer)
+        for endpoint in self.senders + self.receivers:
+            endpoint.close()
+
+
+@settings(
+    max_examples=100,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(
+    flavour=st.sampled_from(FLAVOURS),
+    capacity=st.sampled_from([0, 0, 1, 2, math.inf]),
+    steps=st.lists(
+        st.tuples(st.sampled_from(STEPS), st.integers(0, 7)), min_size=8, max_size=30
+    ),
+)
+async def test_channel_behaves_as_the_model_queue(
+    anyio_backend_name: str,
+    flavour: str,
+    capacity: float,
+    steps: list[tuple[str, int]],
+) -> None:
+    # Each step is a kind and a number that picks the endpoint (or the call
+    # to cancel), modulo how many there are.
+    async with anyio.create_task_group() as tg:
+        game = Game(flavour, capacity, anyio_backend_name == "asyncio", tg)
+        for kind, pick in steps:
+            done = getattr(game, kind)(pick)
+            if not isinstance(done, bool):
+                done = await done
+            if done:
+                await settle()
+                check(game.model, game.calls, game.senders[0])
+        await game.finish()
+
+
+def check(model: Model, calls: list[Call], endpoint: Any) -> None:
+    for call in calls:
+        assert outcome_of(call) == model.expected.get(id(call)), "a call's outcome"
+    raw = endpoint.statistics()
+    stats = astuple(raw) if isinstance(raw, ChannelStatistics) else tuple(raw)
+    assert stats[0] == len(model.buffer), "items buffered"
+    assert stats[2:] == (
+        sum(model.senders_open),
+        sum(model.receivers_open),
+        len(model.parked_senders),
+        len(model.parked_receivers),
+    ), "endpoints and waiters"

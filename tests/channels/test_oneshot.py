@@ -1,0 +1,267 @@
+"""oneshot channels: one synchronous send, one receive, end of stream when
+the sender is closed or dropped without sending, cancellation."""
+
+from __future__ import annotations
+
+import gc
+import weakref
+from typing import Any
+
+import anyio
+import anyio.lowlevel
+import pytest
+
+from anyio_prims import oneshot
+from anyio_prims._core import WAITER_STATS
+
+from ._support import GIVE_BACK_SOURCES, SOURCES, Call, settle, source_param
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(params=list(SOURCES))
+def source(request: pytest.FixtureRequest, anyio_backend_name: str) -> str:
+    return source_param(request.param, anyio_backend_name)
+
+
+class Item:
+    pass
+
+
+async def test_receive_returns_the_item_sent() -> None:
+    tx, rx = oneshot.channel[int]()
+    tx.send(7)
+    assert await rx.receive() == 7
+
+
+async def test_awaiting_the_receiver_returns_the_item() -> None:
+    tx, rx = oneshot.channel[str]()
+    tx.send("x")
+    assert await rx == "x"
+
+
+async def test_receive_nowait_returns_the_item_once_sent() -> None:
+    tx, rx = oneshot.channel[int]()
+    with pytest.raises(anyio.WouldBlock):
+        rx.receive_nowait()
+    tx.send(1)
+    assert rx.receive_nowait() == 1
+
+
+async def test_receive_blocks_until_the_item_is_sent() -> None:
+    tx, rx = oneshot.channel[int]()
+    async with anyio.create_task_group() as tg:
+        receiver = Call(rx.receive).start(tg)
+        await settle()
+        assert receiver.outcome is None
+        tx.send(5)
+        await settle()
+    assert receiver.result == 5
+
+
+async def test_a_second_send_raises_runtime_error() -> None:
+    tx, rx = oneshot.channel[int]()
+    tx.send(1)
+    with pytest.raises(RuntimeError, match="already sent"):
+        tx.send(2)
+    assert rx.receive_nowait() == 1
+
+
+async def test_send_after_the_receiver_closed_raises_broken_resource_error() -> None:
+    tx, rx = oneshot.channel[int]()
+    rx.close()
+    with pytest.raises(anyio.BrokenResourceError):
+        tx.send(1)
+    assert not tx.sent
+
+
+async def test_send_on_a_closed_sender_raises_closed_resource_error() -> None:
+    tx, _rx = oneshot.channel[int]()
+    tx.close()
+    with pytest.raises(anyio.ClosedResourceError):
+        tx.send(1)
+
+
+async def test_closing_the_sender_without_sending_ends_the_stream() -> None:
+    tx, rx = oneshot.channel[int]()
+    tx.close()
+    with pytest.raises(anyio.EndOfStream):
+        await rx.receive()
+    with pytest.raises(anyio.EndOfStream):
+        rx.receive_nowait()
+
+
+async def test_closing_the_sender_wakes_a_blocked_receiver_with_end_of_stream() -> None:
+    tx, rx = oneshot.channel[int]()
+    async with anyio.create_task_group() as tg:
+        receiver = Call(rx.receive).start(tg)
+        await settle()
+        tx.close()
+        await settle()
+    assert isinstance(receiver.error, anyio.EndOfStream)
+
+
+async def test_a_sender_dropped_without_sending_ends_the_stream() -> None:
+    tx, rx = oneshot.channel[int]()
+    async with anyio.create_task_group() as tg:
+        receiver = Call(rx.receive).start(tg)
+        await settle()
+        del tx
+        gc.collect()
+        await settle()
+    assert isinstance(receiver.error, anyio.EndOfStream)
+
+
+async def test_closing_the_sender_after_sending_keeps_the_item() -> None:
+    tx, rx = oneshot.channel[int]()
+    with tx:
+        tx.send(3)
+    assert tx.sent
+    assert tx.closed
+    assert await rx.receive() == 3
+
+
+async def test_leaving_the_sender_block_without_sending_ends_the_stream() -> None:
+    tx, rx = oneshot.channel[int]()
+    with tx:
+        pass
+    with pytest.raises(anyio.EndOfStream):
+        await rx
+
+
+async def test_a_second_receive_raises_end_of_stream() -> None:
+    tx, rx = oneshot.channel[int]()
+    tx.send(1)
+    assert await rx.receive() == 1
+    with pytest.raises(anyio.EndOfStream):
+        await rx.receive()
+
+
+async def test_async_for_yields_the_item_and_stops() -> None:
+    tx, rx = oneshot.channel[int]()
+    tx.send(9)
+    assert [item async for item in rx] == [9]
+
+
+async def test_closing_the_receiver_fails_a_blocked_receive() -> None:
+    _tx, rx = oneshot.channel[int]()
+    async with anyio.create_task_group() as tg:
+        receiver = Call(rx.receive).start(tg)
+        await settle()
+        rx.close()
+        await settle()
+    assert isinstance(receiver.error, anyio.ClosedResourceError)
+
+
+async def test_receiving_on_a_closed_receiver_raises_closed_resource_error() -> None:
+    tx, rx = oneshot.channel[int]()
+    tx.send(1)
+    async with rx:
+        pass
+    assert rx.closed
+    with pytest.raises(anyio.ClosedResourceError):
+        await rx.receive()
+    with pytest.raises(anyio.ClosedResourceError):
+        rx.receive_nowait()
+
+
+async def test_closing_the_receiver_releases_the_item() -> None:
+    tx, rx = oneshot.channel[Item]()
+    item = Item()
+    ref = weakref.ref(item)
+    tx.send(item)
+    del item
+    with rx:
+        pass
+    gc.collect()
+    assert ref() is None
+
+
+async def test_a_second_task_waiting_raises_busy_resource_error() -> None:
+    tx, rx = oneshot.channel[int]()
+    async with anyio.create_task_group() as tg:
+        first = Call(rx.receive).start(tg)
+        await settle()
+        with pytest.raises(anyio.BusyResourceError):
+            await rx.receive()
+        with pytest.raises(anyio.BusyResourceError):
+            rx.receive_nowait()
+        tx.send(1)
+        await settle()
+    assert first.result == 1
+
+
+async def test_the_receiver_is_busy_until_a_granted_receive_has_resumed() -> None:
+    tx, rx = oneshot.channel[int]()
+    async with anyio.create_task_group() as tg:
+        first = Call(rx.receive).start(tg)
+        await settle()
+        tx.send(1)  # granted; the task has not run yet
+        with pytest.raises(anyio.BusyResourceError):
+            rx.receive_nowait()
+        await settle()
+    assert first.result == 1
+
+
+async def test_cancelled_receive_took_nothing(source: str) -> None:
+    tx, rx = oneshot.channel[int]()
+    async with anyio.create_task_group() as tg:
+        receiver = Call(rx.receive, source).start(tg)
+        await settle()
+        receiver.cancel()
+        await receiver.finished.wait()
+    assert receiver.outcome == "cancelled"
+    tx.send(1)
+    assert await rx.receive() == 1
+
+
+async def test_grant_then_cancel_keeps_the_item_for_the_next_receive(
+    source: str,
+) -> None:
+    tx, rx = oneshot.channel[int]()
+    async with anyio.create_task_group() as tg:
+        receiver = Call(rx.receive, source).start(tg)
+        await settle()
+        receiver.grant_then_cancel(lambda: tx.send(1))
+        await receiver.finished.wait()
+    if source in GIVE_BACK_SOURCES:
+        assert receiver.outcome == "cancelled"
+    if receiver.outcome == "cancelled":
+        assert rx.receive_nowait() == 1
+    else:
+        assert receiver.result == 1
+        with pytest.raises(anyio.EndOfStream):
+            rx.receive_nowait()
+
+
+async def test_strict_receive_checkpoints_before_taking_the_item() -> None:
+    tx, rx = oneshot.channel[int](strict=True)
+    tx.send(1)
+    with anyio.CancelScope() as scope:
+        scope.cancel()
+        await rx.receive()
+    assert scope.cancelled_caught
+    assert rx.receive_nowait() == 1
+
+
+async def test_receiving_a_sent_item_creates_no_waiter() -> None:
+    before = WAITER_STATS.created
+    for i in range(10):
+        tx, rx = oneshot.channel[int]()
+        tx.send(i)
+        assert await rx == i
+    assert WAITER_STATS.created == before
+
+
+def test_non_bool_strict_raises_type_error_naming_strict() -> None:
+    with pytest.raises(TypeError, match="strict"):
+        oneshot.channel(strict="yes")  # type: ignore[arg-type]
+
+
+def test_repr_shows_the_state() -> None:
+    tx, rx = oneshot.channel[Any]()
+    assert "waiting" in repr(rx)
+    assert "open" in repr(tx)
+    tx.send(None)
+    assert "ready" in repr(rx)
+    assert "sent" in repr(tx)
