@@ -1,5 +1,7 @@
 """Sessions: tests per backend and waiter, tests on every interpreter, lint,
-typecheck, bench.  ``nox -s lint typecheck tests`` is the README's test
+typecheck (mypy), pyright, docs, package, bench.
+
+``nox -s lint typecheck pyright docs package tests`` is the README's test
 command and what CI runs; ``nox -s bench`` is its benchmark command.
 """
 
@@ -13,7 +15,7 @@ import subprocess
 import nox
 
 nox.options.error_on_missing_interpreters = False
-nox.options.sessions = ["lint", "typecheck", "tests"]
+nox.options.sessions = ["lint", "typecheck", "pyright", "docs", "package", "tests"]
 
 BACKENDS = ["asyncio", "uvloop", "trio"]
 WAITERS = ["native", "generic"]
@@ -81,9 +83,9 @@ def lint(session: nox.Session) -> None:
 
 @nox.session
 def typecheck(session: nox.Session) -> None:
-    """mypy --strict on the package."""
-    session.install("-e", ".[trio]", "mypy>=1.10")
-    session.run("mypy", "--strict", "anyio_prims")
+    """mypy --strict on the package, the examples and the typing test."""
+    session.install("-e", ".[trio]", "mypy>=1.10", *TEST_DEPS)
+    session.run("mypy", "--strict", "anyio_prims", "examples", "tests/test_typing.py")
 
 
 @nox.session
@@ -97,3 +99,72 @@ def bench(session: nox.Session) -> None:
     )
     session.run("python", "bench/run.py", *session.posargs)
     session.run("python", "bench/report.py")
+
+
+DOCS_DEPS = ["mkdocs>=1.6", "mkdocs-material>=9.5", "mkdocstrings[python]>=0.26"]
+
+
+@nox.session
+def docs(session: nox.Session) -> None:
+    """The documentation site (mkdocs.yml), built with --strict: a broken
+    link, a missing page or an unresolved API reference fails.  The site
+    goes to build/site."""
+    session.install("-e", ".", *DOCS_DEPS)
+    session.run("mkdocs", "build", "--strict", env={"NO_MKDOCS_2_WARNING": "1"})
+
+
+@nox.session
+def pyright(session: nox.Session) -> None:
+    """pyright on the package, the examples and the typing test.
+
+    The pyright package fetches its Node.js build on first use and caches it.
+    """
+    session.install("-e", ".[trio]", "pyright>=1.1.380", *TEST_DEPS)
+    session.run("pyright", "anyio_prims", "examples", "tests/test_typing.py")
+
+
+_CHECK_WHEEL = """
+import sys, zipfile
+wheel = zipfile.ZipFile(sys.argv[1])
+names = wheel.namelist()
+assert "anyio_prims/py.typed" in names, "py.typed is missing from the wheel"
+metadata = next(n for n in names if n.endswith(".dist-info/METADATA"))
+text = wheel.read(metadata).decode()
+for framework in ("AnyIO", "AsyncIO", "Trio"):
+    assert f"Classifier: Framework :: {framework}" in text, framework
+print("wheel ok:", len(names), "files")
+"""
+
+_CHECK_CLEAN_INSTALL = """
+import importlib.util, sys
+import anyio_prims
+from anyio_prims import mpmc, mpsc, oneshot, spmc, streams
+assert importlib.util.find_spec("trio") is None, "trio should not be installed"
+assert "trio" not in sys.modules
+print("import anyio_prims ok, without trio:", ", ".join(anyio_prims.__all__))
+"""
+
+
+@nox.session
+def package(session: nox.Session) -> None:
+    """Build the sdist and the wheel (the wheel from the sdist), check the
+    wheel holds py.typed and the Framework classifiers, then install it into
+    a fresh virtual environment with only its dependencies (anyio, no trio)
+    and import the package there."""
+    session.install("build>=1.2")
+    tmp = os.path.abspath(session.create_tmp())
+    dist = os.path.join(tmp, "dist")
+    shutil.rmtree(dist, ignore_errors=True)
+    session.run("python", "-m", "build", "--outdir", dist)
+    wheels = glob.glob(os.path.join(dist, "*.whl"))
+    sdists = glob.glob(os.path.join(dist, "*.tar.gz"))
+    if len(wheels) != 1 or len(sdists) != 1:
+        session.error(f"expected one wheel and one sdist in {dist}")
+    session.run("python", "-c", _CHECK_WHEEL, wheels[0])
+    clean = os.path.join(tmp, "clean-venv")
+    session.run("python", "-m", "venv", "--clear", clean)
+    python = os.path.join(clean, "bin", "python")
+    session.run(python, "-m", "pip", "install", "--quiet", wheels[0], external=True)
+    # Run from the temporary directory, so the checkout is not importable.
+    with session.chdir(tmp):
+        session.run(python, "-c", _CHECK_CLEAN_INSTALL, external=True)
