@@ -111,7 +111,9 @@ class BatchSemaphore:
         """
         budget = BUDGET
         budget.left -= 1
-        if budget.left <= 0 or self._strict:
+        if (budget.left <= 0 or self._strict) and self._can_take(n):
+            # Only a call that can proceed checkpoints here: one that must
+            # wait parks, and parking is the checkpoint.
             await budget_checkpoint()
         if (
             type(n) is int
@@ -122,6 +124,15 @@ class BatchSemaphore:
             self._value -= n
             return
         await self._acquire_blocking(n)
+
+    def _can_take(self, n: object) -> bool:
+        """Whether ``acquire(n)`` would proceed without waiting now."""
+        return (
+            type(n) is int
+            and 0 < n <= self._value
+            and (not self._fair or not self._waiters)
+            and not self._closed
+        )
 
     async def _acquire_blocking(self, n: int) -> None:
         if type(n) is not int or n < 1:

@@ -71,11 +71,15 @@ class Lock:
 
         :raises RuntimeError: if the current task already holds the lock
         """
+        sem = self._sem
         budget = BUDGET
         budget.left -= 1
-        if budget.left <= 0 or self._strict:
+        if (budget.left <= 0 or self._strict) and (
+            sem._value > 0 and not sem._waiters.parked
+        ):
+            # Only a call that can proceed checkpoints here: one that must
+            # wait parks, and parking is the checkpoint (as in AnyIO).
             await budget_checkpoint()
-        sem = self._sem
         task = current_task()
         if sem._value > 0 and not sem._waiters.parked:
             sem._value = 0
@@ -193,11 +197,15 @@ class Semaphore:
         the call holds nothing: a unit handed to it meanwhile goes to the
         next waiter, or back to the value.
         """
+        sem = self._sem
         budget = BUDGET
         budget.left -= 1
-        if budget.left <= 0 or self._strict:
+        if (budget.left <= 0 or self._strict) and (
+            sem._value > 0 and not sem._waiters.parked
+        ):
+            # Only a call that can proceed checkpoints here: one that must
+            # wait parks, and parking is the checkpoint (as in AnyIO).
             await budget_checkpoint()
-        sem = self._sem
         if sem._value > 0 and not sem._waiters.parked:
             sem._value -= 1
             return
@@ -240,11 +248,15 @@ class Semaphore:
 
     async def __aenter__(self) -> Semaphore:
         # acquire() inlined: ``async with sem:`` costs no extra frame.
+        sem = self._sem
         budget = BUDGET
         budget.left -= 1
-        if budget.left <= 0 or self._strict:
+        if (budget.left <= 0 or self._strict) and (
+            sem._value > 0 and not sem._waiters.parked
+        ):
+            # Only a call that can proceed checkpoints here: one that must
+            # wait parks, and parking is the checkpoint (as in AnyIO).
             await budget_checkpoint()
-        sem = self._sem
         if sem._value > 0 and not sem._waiters.parked:
             sem._value -= 1
             return self
