@@ -113,7 +113,14 @@ class Condition:
             raise RuntimeError("The current task is not holding the underlying lock")
 
     async def acquire(self) -> None:
-        """Acquire the underlying lock: as :meth:`Lock.acquire`."""
+        """Acquire the underlying lock, blocking until it is free.
+
+        Blocks while another task holds the lock or waits for it (FIFO).  A
+        checkpoint on every call, as in AnyIO.  If cancelled, the call holds
+        nothing: a lock handed to it meanwhile goes to the next waiter.
+
+        :raises RuntimeError: if the current task already holds the lock
+        """
         await self._lock.acquire()
 
     def acquire_nowait(self) -> None:
