@@ -40,14 +40,56 @@ from ._state import (
 T = TypeVar("T")
 T_co = TypeVar("T_co", covariant=True)
 T_contra = TypeVar("T_contra", contravariant=True)
+E = TypeVar("E", bound="_Endpoint")
 S = TypeVar("S", bound="SendEndpoint[Any]")
 R = TypeVar("R", bound="ReceiveEndpoint[Any]")
 
 
-class SendEndpoint(ObjectSendStream[T_contra], Generic[T_contra]):
+class _Endpoint:
+    """What both halves of a channel share: closing, ``with``, ``repr``."""
+
+    __slots__ = ()
+
+    _closed: bool
+    _state: ChannelState[Any]
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    async def aclose(self) -> None:
+        """As :meth:`close`.  Not a checkpoint (it cannot be cancelled)."""
+        self.close()
+
+    @property
+    def closed(self) -> bool:
+        """Whether this endpoint has been closed."""
+        return self._closed
+
+    def __enter__(self: E) -> E:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_val: BaseException | None,
+        exc_tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = self._state
+        status = "closed" if self._closed else "open"
+        return (
+            f"<{type(self).__module__}.{type(self).__qualname__} {status} "
+            f"buffered={len(state.buffer)} capacity={state.capacity}>"
+        )
+
+
+class SendEndpoint(_Endpoint, ObjectSendStream[T_contra], Generic[T_contra]):
     """The sending half of a channel (no statistics, no clone)."""
 
     __slots__ = ("_closed", "_state", "_strict")
+    _state: ChannelState[T_contra]
 
     def __init__(self, state: ChannelState[T_contra]) -> None:
         self._state = state
@@ -128,39 +170,12 @@ class SendEndpoint(ObjectSendStream[T_contra], Generic[T_contra]):
             self._closed = True
             self._state.close_sender(self)
 
-    async def aclose(self) -> None:
-        """As :meth:`close`.  Not a checkpoint (it cannot be cancelled)."""
-        self.close()
 
-    @property
-    def closed(self) -> bool:
-        """Whether this endpoint has been closed."""
-        return self._closed
-
-    def __enter__(self: S) -> S:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc_val: BaseException | None,
-        exc_tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-    def __repr__(self) -> str:
-        state = self._state
-        status = "closed" if self._closed else "open"
-        return (
-            f"<{type(self).__module__}.{type(self).__qualname__} {status} "
-            f"buffered={len(state.buffer)} capacity={state.capacity}>"
-        )
-
-
-class ReceiveEndpoint(ObjectReceiveStream[T_co], Generic[T_co]):
+class ReceiveEndpoint(_Endpoint, ObjectReceiveStream[T_co], Generic[T_co]):
     """The receiving half of a channel (no statistics, no clone)."""
 
     __slots__ = ("_closed", "_state", "_strict")
+    _state: ChannelState[T_co]
 
     def __init__(self, state: ChannelState[T_co]) -> None:
         self._state = state
@@ -238,34 +253,6 @@ class ReceiveEndpoint(ObjectReceiveStream[T_co], Generic[T_co]):
         if not self._closed:
             self._closed = True
             self._state.close_receiver(self)
-
-    async def aclose(self) -> None:
-        """As :meth:`close`.  Not a checkpoint (it cannot be cancelled)."""
-        self.close()
-
-    @property
-    def closed(self) -> bool:
-        """Whether this endpoint has been closed."""
-        return self._closed
-
-    def __enter__(self: R) -> R:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc_val: BaseException | None,
-        exc_tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-    def __repr__(self) -> str:
-        state = self._state
-        status = "closed" if self._closed else "open"
-        return (
-            f"<{type(self).__module__}.{type(self).__qualname__} {status} "
-            f"buffered={len(state.buffer)} capacity={state.capacity}>"
-        )
 
 
 class Sender(SendEndpoint[T_contra], Generic[T_contra]):
