@@ -396,11 +396,12 @@ class ChannelState(Generic[T]):
         if self.send_waiters:
             for waiter in take_owned(self.send_waiters, sender, _sender_of):
                 waiter.fail(anyio.ClosedResourceError())
+            self.sync()
         if not self.senders and self.recv_waiters:
             # I1: the buffer is empty while receivers are parked.
             for waiter in drain(self.recv_waiters):
                 waiter.fail(anyio.EndOfStream())
-        self.sync()
+            self.sync()
 
     def close_receiver(self, receiver: object) -> None:
         """``receiver`` closed: fail its blocked receives; maybe break sends."""
@@ -408,19 +409,18 @@ class ChannelState(Generic[T]):
         if self.recv_waiters:
             for waiter in take_owned(self.recv_waiters, receiver, _receiver_of):
                 waiter.fail(anyio.ClosedResourceError())
+            self.sync()
         if not self.receivers:
             # Unconditionally: draining also drops cancelled senders' waiters
             # still queued, and the items they hold.
             for waiter in drain(self.send_waiters):
                 waiter.fail(anyio.BrokenResourceError())
-            self.sync()
+            self.sync()  # sends now fail at once: close their fast path
             if self.buffer:
                 # Release the items only now: their __del__ may use the
                 # channel, which must be consistent by then.
                 released, self.buffer = self.buffer, deque()
                 del released
-            return
-        self.sync()
 
     def statistics(self) -> ChannelStatistics:
         """A snapshot of this channel."""
