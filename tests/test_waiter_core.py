@@ -697,3 +697,25 @@ async def test_park_works_through_every_waiter_kind(
         assert kind.lower().startswith(expected)
         waiter.grant(1)
     assert results == {"a": 1}
+
+
+async def test_cancelled_waiter_lets_go_of_its_payload_while_still_queued() -> None:
+    item = object()
+    queue: WaitQueue[object] = WaitQueue()
+    async with anyio.create_task_group() as tg:
+        # A live waiter at the head keeps the cancelled one behind it queued.
+        tg.start_soon(queue.park, "head")
+        await settle()
+        with anyio.CancelScope() as scope:
+
+            async def cancel() -> None:
+                scope.cancel()
+
+            tg.start_soon(cancel)
+            await queue.park(item)
+        assert len(queue.parked) == 2
+        assert len(queue) == 1
+        assert all(waiter.payload is not item for waiter in queue.parked)
+        head = queue.pop()
+        assert head is not None
+        head.grant()

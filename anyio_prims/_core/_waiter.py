@@ -107,6 +107,16 @@ class Waiter(Generic[P]):
         self.state = FAILED
         self._wake()
 
+    def _abandon(self) -> None:
+        """Mark the waiter ABANDONED and let go of its payload at once.
+
+        An abandoned waiter may stay in its queue until it reaches the head
+        or the queue is compacted; it must not keep the item of a cancelled
+        send (or anything else it carried) alive that long.
+        """
+        self.state = ABANDONED
+        self.payload = None  # type: ignore[assignment]  # never read again
+
     def _wake(self) -> None:
         raise NotImplementedError
 
@@ -161,7 +171,7 @@ class TrioWaiter(Waiter[P]):
     def _abort(self, raise_cancel: object) -> Any:
         # Called by Trio only while the task sleeps, so the waiter is PENDING
         # and still parked.
-        self.state = ABANDONED
+        self._abandon()
         self.owner._abandoned(self)
         return trio_lowlevel().Abort.SUCCEEDED
 
@@ -215,7 +225,7 @@ class Parking:
         state = waiter.state
         if state is PENDING:
             # Cancelled while parked: nothing was granted.
-            waiter.state = ABANDONED
+            waiter._abandon()
             self._abandoned(waiter)
         elif state is GRANTED:
             # Granted, then cancelled before the task ran.
@@ -296,7 +306,7 @@ class WaitQueue(Parking, Generic[P]):
         if waiter.state is PENDING:
             # Its task was cancelled but has not run yet; it will find the
             # waiter ABANDONED and out of the queue, and count nothing.
-            waiter.state = ABANDONED
+            waiter._abandon()
         else:
             self._dead -= 1
 
@@ -313,7 +323,7 @@ class WaitQueue(Parking, Generic[P]):
             if waiter.state is not PENDING:
                 continue
             if waiter._gone():
-                waiter.state = ABANDONED
+                waiter._abandon()
             elif fits(waiter):
                 taken.append(waiter)
             else:
@@ -327,7 +337,7 @@ class WaitQueue(Parking, Generic[P]):
         taken = [w for w in self.parked if w.state is PENDING and not w._gone()]
         for waiter in self.parked:
             if waiter.state is PENDING and waiter._gone():
-                waiter.state = ABANDONED
+                waiter._abandon()
         self.parked.clear()
         self._dead = 0
         return taken
@@ -382,7 +392,7 @@ class Slot(Parking, Generic[P]):
             return None
         self.waiter = None
         if waiter._gone():
-            waiter.state = ABANDONED
+            waiter._abandon()
             return None
         return waiter
 
