@@ -20,6 +20,18 @@ import anyio.lowlevel
 import pytest
 from anyio.abc import TaskGroup
 
+from ._tasks import assert_schedule_point, settle
+
+__all__ = [
+    "CANCEL_SOURCES",
+    "assert_schedule_point",
+    "cancel_while_blocked",
+    "settle",
+    "skip_if_unsupported",
+    "start_in_order",
+    "task_id",
+]
+
 #: Every cancellation source; the last three exist on asyncio only.
 CANCEL_SOURCES = ["scope", "task_cancel", "wait_for", "timeout"]
 
@@ -69,18 +81,6 @@ async def cancel_while_blocked(source: str, make: Callable[[], Awaitable[Any]]) 
         raise ValueError(f"unknown cancellation source {source!r}")
 
 
-async def settle() -> None:
-    """Return once every other task is blocked.
-
-    ``anyio.wait_all_tasks_blocked()`` on asyncio sleeps 0.1 s whenever a
-    task is merely runnable; a few schedule points first let freshly started
-    tasks reach their wait, which keeps the suite fast.
-    """
-    for _ in range(4):
-        await anyio.lowlevel.checkpoint()
-    await anyio.wait_all_tasks_blocked()
-
-
 async def start_in_order(
     tg: TaskGroup, *calls: Callable[[], Coroutine[Any, Any, Any]]
 ) -> None:
@@ -89,32 +89,6 @@ async def start_in_order(
     for call in calls:
         tg.start_soon(call)
         await settle()
-
-
-async def assert_schedule_point(
-    backend_name: str, call: Callable[[], Awaitable[Any]]
-) -> Any:
-    """Await ``call()`` and fail unless it let other tasks run.
-
-    On Trio, ``trio.testing.assert_checkpoints``; on asyncio, a task started
-    just before the call must have run by the time it returns.
-    """
-    if backend_name == "trio":
-        import trio.testing
-
-        with trio.testing.assert_checkpoints():
-            return await call()
-    ran = False
-
-    async def other() -> None:
-        nonlocal ran
-        ran = True
-
-    task = asyncio.ensure_future(other())
-    result = await call()
-    assert ran, "the call returned without a schedule point"
-    await task
-    return result
 
 
 def task_id() -> int:

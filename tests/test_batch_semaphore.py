@@ -4,16 +4,14 @@ Tasks are ordered with ``anyio.wait_all_tasks_blocked()`` (``settle()``).
 Cancellation is tested from every source the library must handle: AnyIO's
 scopes on every backend, Trio's own scopes on Trio, and plain asyncio
 ``task.cancel()``, ``asyncio.timeout()`` and ``asyncio.wait_for()`` on the
-asyncio backends (``Acquirer`` below runs one acquire under one source).
+asyncio backends (``acquire_call()`` below runs one acquire under one source).
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-import math
 import sys
-from collections.abc import Callable
 from typing import Any
 
 import anyio
@@ -23,16 +21,9 @@ import pytest
 
 from anyio_prims import BatchSemaphore, BatchSemaphoreStatistics
 
+from ._tasks import Call, settle
+
 pytestmark = pytest.mark.anyio
-
-
-async def settle() -> None:
-    """Let every woken task run until all other tasks are blocked again."""
-    # A few plain checkpoints first: on asyncio, wait_all_tasks_blocked()
-    # sleeps 0.1 s whenever it finds a runnable task.
-    for _ in range(3):
-        await anyio.lowlevel.checkpoint()
-    await anyio.wait_all_tasks_blocked()
 
 
 class Holder:
@@ -82,7 +73,6 @@ SOURCES: dict[str, tuple[str, ...]] = {
 #: Sources whose grant-then-cancel race reaches the give-back path: they
 #: cancel the task even though the wait it is in has been granted.
 GIVE_BACK_SOURCES = ("asyncio_task_cancel", "asyncio_timeout")
-FAR = 1e6  # a deadline that never comes by itself
 
 
 @pytest.fixture(params=list(SOURCES))
@@ -95,125 +85,9 @@ def source(request: pytest.FixtureRequest, anyio_backend_name: str) -> str:
     return name
 
 
-class Acquirer:
-    """One ``acquire(n)`` made under one cancellation source.
-
-    ``outcome`` ends as "acquired" (the call returned; the task holds the
-    permits) or "cancelled" (the call raised the source's exception).
-    """
-
-    def __init__(self, sem: BatchSemaphore, n: int, source: str) -> None:
-        self.sem = sem
-        self.n = n
-        self.source = source
-        self.outcome: str | None = None
-        self.finished = anyio.Event()
-        self._cancel: Callable[[], object] | None = None
-        self._task: asyncio.Task[None] | None = None
-
-    def start(self, tg: anyio.abc.TaskGroup) -> Acquirer:
-        if self.source.startswith("asyncio"):
-            # A plain asyncio task: the source cancels it natively.
-            self._task = asyncio.get_running_loop().create_task(self._run())
-        else:
-            tg.start_soon(self._run)
-        return self
-
-    def cancel(self) -> None:
-        assert self._cancel is not None
-        self._cancel()
-
-    def grant_then_cancel(self, grant: Callable[[], object]) -> None:
-        """Grant and cancel in one synchronous step (the race)."""
-        if self.source == "asyncio_timeout":
-            # The timeout's callback is queued now and runs before the
-            # woken task: it fires on a wait that has been granted.
-            self.cancel()
-            grant()
-        else:
-            grant()
-            self.cancel()
-
-    async def _run(self) -> None:
-        try:
-            await getattr(self, "_" + self.source)()
-        finally:
-            self.finished.set()
-
-    async def _acquire(self) -> None:
-        await self.sem.acquire(self.n)
-        self.outcome = "acquired"
-
-    async def _anyio_cancel_scope(self) -> None:
-        with anyio.CancelScope() as scope:
-            self._cancel = scope.cancel
-            await self._acquire()
-        if scope.cancelled_caught:
-            self.outcome = "cancelled"
-
-    async def _anyio_move_on_after(self) -> None:
-        with anyio.move_on_after(FAR) as scope:
-            self._cancel = lambda: setattr(scope, "deadline", -math.inf)
-            await self._acquire()
-        if scope.cancelled_caught:
-            self.outcome = "cancelled"
-
-    async def _anyio_fail_after(self) -> None:
-        try:
-            with anyio.fail_after(FAR) as scope:
-                self._cancel = lambda: setattr(scope, "deadline", -math.inf)
-                await self._acquire()
-        except TimeoutError:
-            self.outcome = "cancelled"
-
-    async def _trio_cancel_scope(self) -> None:
-        import trio
-
-        with trio.CancelScope() as scope:
-            self._cancel = scope.cancel
-            await self._acquire()
-        if scope.cancelled_caught:
-            self.outcome = "cancelled"
-
-    async def _trio_move_on_after(self) -> None:
-        import trio
-
-        with trio.move_on_after(FAR) as scope:
-            self._cancel = lambda: setattr(scope, "deadline", -math.inf)
-            await self._acquire()
-        if scope.cancelled_caught:
-            self.outcome = "cancelled"
-
-    async def _asyncio_task_cancel(self) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._cancel = task.cancel
-        try:
-            await self._acquire()
-        except asyncio.CancelledError:
-            self.outcome = "cancelled"
-
-    async def _asyncio_timeout(self) -> None:
-        if sys.version_info < (3, 11):
-            raise RuntimeError("unreachable: the source fixture skips before 3.11")
-        loop = asyncio.get_running_loop()
-        try:
-            async with asyncio.timeout(None) as timeout:
-                self._cancel = lambda: timeout.reschedule(loop.time())
-                await self._acquire()
-        except TimeoutError:
-            self.outcome = "cancelled"
-
-    async def _asyncio_wait_for(self) -> None:
-        # Cancelling the task that waits in wait_for() makes wait_for()
-        # cancel the task it runs the acquire in (as its timeout does).
-        task = asyncio.current_task()
-        assert task is not None
-        self._cancel = task.cancel
-        try:
-            await asyncio.wait_for(self._acquire(), timeout=FAR)
-        except asyncio.CancelledError:
-            self.outcome = "cancelled"
+def acquire_call(sem: BatchSemaphore, n: int, source: str) -> Call:
+    """One ``sem.acquire(n)`` under one cancellation source (see ``Call``)."""
+    return Call(lambda: sem.acquire(n), source)
 
 
 # ---------------------------------------------------------------------------
@@ -497,7 +371,7 @@ async def test_release_still_works_after_close() -> None:
 async def test_cancelled_queued_acquire_holds_nothing(source: str) -> None:
     sem = BatchSemaphore(1)
     async with anyio.create_task_group() as tg:
-        acquirer = Acquirer(sem, 2, source).start(tg)
+        acquirer = acquire_call(sem, 2, source).start(tg)
         await settle()
         assert sem.statistics().tasks_waiting == 1
         acquirer.cancel()
@@ -513,7 +387,7 @@ async def test_cancelled_queued_acquire_holds_nothing(source: str) -> None:
 async def test_cancelling_a_large_head_waiter_lets_smaller_ones_in(source: str) -> None:
     sem = BatchSemaphore(2)
     async with anyio.create_task_group() as tg:
-        large = Acquirer(sem, 3, source).start(tg)
+        large = acquire_call(sem, 3, source).start(tg)
         await settle()
         small = [Holder(sem, 1).start(tg) for _ in range(2)]
         await settle()
@@ -534,7 +408,7 @@ async def test_cancelling_every_queued_waiter_loses_nothing(source: str) -> None
     async with anyio.create_task_group() as tg:
         acquirers = []
         for n in (3, 1, 5, 2):
-            acquirers.append(Acquirer(sem, n, source).start(tg))
+            acquirers.append(acquire_call(sem, n, source).start(tg))
             await settle()
         assert sem.statistics().tasks_waiting == 4
         for acquirer in acquirers:
@@ -550,7 +424,7 @@ async def test_cancelling_every_queued_waiter_loses_nothing(source: str) -> None
 async def test_cancelled_non_fair_acquire_holds_nothing(source: str) -> None:
     sem = BatchSemaphore(1, fair=False)
     async with anyio.create_task_group() as tg:
-        large = Acquirer(sem, 3, source).start(tg)
+        large = acquire_call(sem, 3, source).start(tg)
         await settle()
         large.cancel()
         await settle()
@@ -571,7 +445,7 @@ async def test_acquire_never_raises_a_cancellation_while_holding_permits(
     # went on to B; never both, never neither.
     sem = BatchSemaphore(0)
     async with anyio.create_task_group() as tg:
-        first = Acquirer(sem, 2, source).start(tg)
+        first = acquire_call(sem, 2, source).start(tg)
         await settle()
         second = Holder(sem, 2).start(tg)
         await settle()
@@ -581,7 +455,7 @@ async def test_acquire_never_raises_a_cancellation_while_holding_permits(
         if first.outcome == "cancelled":
             assert second.holding
         else:
-            assert first.outcome == "acquired"
+            assert first.outcome == "returned"
             assert not second.holding
             sem.release(2)  # first's permits, returned by hand
             await settle()
@@ -600,7 +474,7 @@ async def test_grant_then_cancel_gives_the_permits_to_the_next_waiters(
         pytest.skip(f"{source} cannot cancel a granted wait")
     sem = BatchSemaphore(0)
     async with anyio.create_task_group() as tg:
-        first = Acquirer(sem, 3, source).start(tg)
+        first = acquire_call(sem, 3, source).start(tg)
         await settle()
         rest = [Holder(sem, n).start(tg) for n in (1, 2)]
         await settle()

@@ -1,26 +1,25 @@
-"""Helpers shared by the channel tests.
-
-``settle()`` orders tasks (no sleeps); ``Call`` runs one channel operation
-in its own task under one cancellation source, so a test can cancel it
-while it is blocked, or grant it and cancel it in one synchronous step (the
-grant-then-cancel race, which only plain asyncio cancellation can produce:
-AnyIO's and Trio's scopes do not cancel a task whose wait has been granted).
-"""
+"""Helpers shared by the channel tests: the flavours, the cancellation
+sources each backend has, and (from ``tests/_tasks.py``) ``settle()``,
+``Call`` and ``assert_schedule_point()``."""
 
 from __future__ import annotations
 
-import asyncio
-import math
 import sys
-from collections.abc import Awaitable, Callable
 from typing import Any
 
-import anyio
-import anyio.abc
-import anyio.lowlevel
 import pytest
 
 from anyio_prims import mpmc, mpsc, spmc
+
+from .._tasks import FAR, Call, assert_schedule_point, settle, uncancel
+
+__all__ = [
+    "FAR",
+    "Call",
+    "assert_schedule_point",
+    "settle",
+    "uncancel",
+]
 
 #: The three flavours, by name.
 CHANNELS: dict[str, Any] = {
@@ -47,7 +46,6 @@ SOURCES: dict[str, tuple[str, ...]] = {
 #: Sources that cancel a task even though the wait it is in was granted:
 #: with them, the grant-then-cancel race reaches the give-back path.
 GIVE_BACK_SOURCES = ("asyncio_task_cancel", "asyncio_timeout")
-FAR = 1e6  # a deadline that never comes by itself
 
 
 def source_param(name: str, backend_name: str) -> str:
@@ -57,188 +55,3 @@ def source_param(name: str, backend_name: str) -> str:
     if name == "asyncio_timeout" and sys.version_info < (3, 11):
         pytest.skip("asyncio.timeout is 3.11+")
     return name
-
-
-async def settle() -> None:
-    """Let every woken task run until all other tasks are blocked again."""
-    # A few plain checkpoints first: on asyncio, wait_all_tasks_blocked()
-    # sleeps 0.1 s whenever it finds a runnable task.
-    for _ in range(4):
-        await anyio.lowlevel.checkpoint()
-    await anyio.wait_all_tasks_blocked()
-
-
-class Call:
-    """One awaited operation in its own task, under one cancellation source.
-
-    ``outcome`` ends as "returned" (``result`` holds the value), "cancelled"
-    (the source's cancellation ended the call) or "raised" (``error``).
-    ``after`` runs once the operation returned, still inside the source's
-    scope: a checkpoint there shows whether a cancellation was re-armed.
-    """
-
-    def __init__(
-        self,
-        operation: Callable[[], Awaitable[Any]],
-        source: str = "anyio_cancel_scope",
-        after: Callable[[], Awaitable[Any]] | None = None,
-    ) -> None:
-        self.operation = operation
-        self.source = source
-        self.after = after
-        self.outcome: str | None = None
-        self.returned = False
-        self.result: Any = None
-        self.error: BaseException | None = None
-        self.finished = anyio.Event()
-        self.cancelling_after: int | None = None
-        self._cancel: Callable[[], object] | None = None
-
-    def start(self, tg: anyio.abc.TaskGroup) -> Call:
-        if self.source.startswith("asyncio"):
-            # A plain asyncio task: the source cancels it natively.
-            task = asyncio.get_running_loop().create_task(self._run())
-            self._keep = task
-        else:
-            tg.start_soon(self._run)
-        return self
-
-    def cancel(self) -> None:
-        assert self._cancel is not None, "the call has not started"
-        self._cancel()
-
-    def grant_then_cancel(self, grant: Callable[[], object]) -> None:
-        """Grant and cancel in one synchronous step (the race)."""
-        if self.source == "asyncio_timeout":
-            # The timeout's callback is queued now and runs before the woken
-            # task: it fires on a wait that has been granted.
-            self.cancel()
-            grant()
-        else:
-            grant()
-            self.cancel()
-
-    async def _operate(self) -> None:
-        try:
-            self.result = await self.operation()
-        except Exception as exc:
-            self.outcome = "raised"
-            self.error = exc
-            return
-        self.returned = True
-        self.outcome = "returned"
-        if self.after is not None:
-            await self.after()
-
-    async def _run(self) -> None:
-        try:
-            await getattr(self, "_" + self.source)()
-        finally:
-            self.finished.set()
-
-    async def _anyio_cancel_scope(self) -> None:
-        with anyio.CancelScope() as scope:
-            self._cancel = scope.cancel
-            await self._operate()
-        if scope.cancelled_caught:
-            self.outcome = "cancelled"
-
-    async def _anyio_move_on_after(self) -> None:
-        with anyio.move_on_after(FAR) as scope:
-            self._cancel = lambda: setattr(scope, "deadline", -math.inf)
-            await self._operate()
-        if scope.cancelled_caught:
-            self.outcome = "cancelled"
-
-    async def _anyio_fail_after(self) -> None:
-        try:
-            with anyio.fail_after(FAR) as scope:
-                self._cancel = lambda: setattr(scope, "deadline", -math.inf)
-                await self._operate()
-        except TimeoutError:
-            self.outcome = "cancelled"
-
-    async def _trio_cancel_scope(self) -> None:
-        import trio
-
-        with trio.CancelScope() as scope:
-            self._cancel = scope.cancel
-            await self._operate()
-        if scope.cancelled_caught:
-            self.outcome = "cancelled"
-
-    async def _trio_move_on_after(self) -> None:
-        import trio
-
-        with trio.move_on_after(FAR) as scope:
-            self._cancel = lambda: setattr(scope, "deadline", -math.inf)
-            await self._operate()
-        if scope.cancelled_caught:
-            self.outcome = "cancelled"
-
-    async def _asyncio_task_cancel(self) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._cancel = task.cancel
-        try:
-            await self._operate()
-        except asyncio.CancelledError:
-            self.outcome = "cancelled"
-            if sys.version_info >= (3, 11):
-                self.cancelling_after = task.cancelling()
-                task.uncancel()
-
-    async def _asyncio_timeout(self) -> None:
-        if sys.version_info < (3, 11):
-            pytest.skip("asyncio.timeout is 3.11+")
-        loop = asyncio.get_running_loop()
-        try:
-            async with asyncio.timeout(None) as timeout:
-                self._cancel = lambda: timeout.reschedule(loop.time())
-                await self._operate()
-        except TimeoutError:
-            self.outcome = "cancelled"
-
-    async def _asyncio_wait_for(self) -> None:
-        # Cancelling the task that waits in wait_for() makes wait_for()
-        # cancel the task it runs the operation in (as its timeout does).
-        task = asyncio.current_task()
-        assert task is not None
-        self._cancel = task.cancel
-        try:
-            await asyncio.wait_for(self._operate(), timeout=FAR)
-        except asyncio.CancelledError:
-            self.outcome = "cancelled"
-            uncancel(task)
-
-
-async def assert_schedule_point(
-    backend_name: str, call: Callable[[], Awaitable[Any]]
-) -> Any:
-    """Await ``call()`` and fail unless it was a schedule point.
-
-    On Trio, ``trio.testing.assert_checkpoints``; on asyncio, a task started
-    just before the call must have run by the time it returns.
-    """
-    if backend_name == "trio":
-        import trio.testing
-
-        with trio.testing.assert_checkpoints():
-            return await call()
-    ran = False
-
-    async def other() -> None:
-        nonlocal ran
-        ran = True
-
-    task = asyncio.ensure_future(other())
-    result = await call()
-    assert ran, "the call returned without a schedule point"
-    await task
-    return result
-
-
-def uncancel(task: asyncio.Task[Any]) -> None:
-    """Withdraw one ``task.cancel()`` that was handled (3.11+ counts them)."""
-    if sys.version_info >= (3, 11):
-        task.uncancel()
