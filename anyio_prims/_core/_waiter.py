@@ -89,6 +89,11 @@ class Waiter(Generic[P]):
 
     __slots__ = ("owner", "payload", "state", "value")
 
+    payload: P
+    owner: Parking
+    state: int
+    value: Any
+
     def __init__(self, payload: P, owner: Parking) -> None:
         self.payload = payload
         self.owner = owner
