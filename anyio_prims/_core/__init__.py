@@ -14,15 +14,13 @@ from ._backend import (
     task_info,
 )
 from ._budget import BUDGET, BUDGET_SIZE
-from ._mode import BUDGETED, STRICT, budget_checkpoint, check_strict, enter, mode_for
+from ._mode import budget_checkpoint, check_strict
 from ._waiter import WAITER_STATS, Slot, Waiter, WaitQueue
 
 __all__ = [
     "BUDGET",
-    "BUDGETED",
     "BUDGET_SIZE",
     "FORCE_GENERIC",
-    "STRICT",
     "WAITER_STATS",
     "Slot",
     "WaitQueue",
@@ -32,8 +30,6 @@ __all__ = [
     "checkpoint",
     "checkpoint_if_cancelled",
     "current_task",
-    "enter",
-    "mode_for",
     "running_backend",
     "task_info",
 ]

@@ -1,7 +1,7 @@
 # A drop-in for anyio's create_memory_object_stream, on the shared
 # ChannelState (WaitQueues on both sides, as mpmc).
 #
-# It keeps anyio's API and rules: every send/receive is a checkpoint (STRICT
+# It keeps anyio's API and rules: every send/receive is a checkpoint (strict
 # mode), the same exceptions in the same order (closed, then broken /
 # end-of-stream, then would-block), ``clone()`` on both endpoints,
 # ``statistics()`` returning anyio's MemoryObjectStreamStatistics, and a

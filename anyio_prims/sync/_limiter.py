@@ -4,7 +4,7 @@
 # Same constructor (an int or math.inf), writable total_tokens, borrower
 # rules, statistics class, exception types and messages as AnyIO 4, and
 # creatable outside a running event loop.  Every acquire is a checkpoint
-# (STRICT), as in AnyIO; the checkpoint comes before the fast path.
+# (strict), as in AnyIO; the checkpoint comes before the fast path.
 #
 # Why not a BatchSemaphore underneath, as Lock and Semaphore have: a limiter
 # must record the *borrower* at the moment it grants a token, before the

@@ -14,13 +14,14 @@
 # the contended path calls into it (``_acquire_blocking``, which parks with
 # ``_give_back`` so a grant that meets a cancellation goes to the next waiter).
 #
-# Checkpoints: STRICT by default, as AnyIO: every acquire() is a checkpoint,
-# taken before the fast path so that a cancellation there leaves nothing
-# acquired (AnyIO takes the lock first and then yields, shielded; the only
-# visible difference is that other tasks run before the lock is taken, not
-# after).  ``fast_acquire=True`` selects the BUDGETED mode: a checkpoint at
-# least once every 64 calls instead of AnyIO's per-call cancellation check
-# (a deliberate deviation, see docs/semantics.md).
+# Checkpoints: strict by default, as AnyIO: every acquire() is a checkpoint.
+# One that can proceed takes it before the fast path, so a cancellation there
+# leaves nothing acquired (AnyIO takes the lock first and then yields,
+# shielded; the visible difference is that other tasks run before the lock
+# is taken, not after); one that must wait parks at once, and parking is the
+# checkpoint, as in AnyIO.  ``fast_acquire=True`` selects the budgeted mode:
+# a checkpoint at least once every 64 calls instead of AnyIO's per-call
+# cancellation check (a deliberate deviation, see docs/semantics.md).
 #
 # Lock invariants:
 #   _sem._value == 1  iff  nobody holds the lock and nobody has been handed it;
