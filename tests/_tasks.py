@@ -207,3 +207,27 @@ def uncancel(task: asyncio.Task[Any]) -> None:
     """Withdraw one ``task.cancel()`` that was handled (3.11+ counts them)."""
     if sys.version_info >= (3, 11):
         task.uncancel()
+
+
+def run_on_every_backend_in_turn(main: Callable[[], Awaitable[object]]) -> list[str]:
+    """Run ``main`` in one event loop after another: asyncio, Trio, uvloop,
+    asyncio again (those installed), to show that an object made outside any
+    loop keeps working when it moves between loops and backends.  Returns
+    the runs made."""
+    runs: list[tuple[str, str, dict[str, Any]]] = [("asyncio", "asyncio", {})]
+    try:
+        import trio  # noqa: F401
+
+        runs.append(("trio", "trio", {}))
+    except ImportError:  # pragma: no cover - trio is a test dependency
+        pass
+    try:
+        import uvloop  # noqa: F401
+
+        runs.append(("uvloop", "asyncio", {"use_uvloop": True}))
+    except ImportError:  # pragma: no cover - not on every platform
+        pass
+    runs.append(("asyncio", "asyncio", {}))
+    for _name, backend, options in runs:
+        anyio.run(main, backend=backend, backend_options=options)
+    return [name for name, _, _ in runs]

@@ -23,6 +23,7 @@ from ._sync_support import (
     start_in_order,
     task_id,
 )
+from ._tasks import run_on_every_backend_in_turn
 
 pytestmark = pytest.mark.anyio
 
@@ -144,6 +145,35 @@ async def test_release_by_another_task_raises() -> None:
             tg.start_soon(release)
         assert lock.locked()
     assert raised
+
+
+@pytest.mark.parametrize("fast_acquire", [False, True])
+def test_owner_checks_hold_when_the_lock_moves_between_event_loops(
+    fast_acquire: bool,
+) -> None:
+    # The lock binds a cheap way to find the current task on first use; on
+    # the next loop (or backend) it must find the new task, not the old one.
+    lock = Lock(fast_acquire=fast_acquire)
+    owners: list[object] = []
+
+    async def main() -> None:
+        async def release_elsewhere() -> None:
+            with pytest.raises(RuntimeError, match="not holding this lock"):
+                lock.release()
+
+        for _ in range(2):
+            await lock.acquire()
+            owners.append(lock.statistics().owner)
+            assert lock.statistics().owner == anyio.get_current_task()
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(release_elsewhere)
+            with pytest.raises(RuntimeError, match="already held"):
+                lock.acquire_nowait()
+            lock.release()
+        assert not lock.locked()
+
+    runs = run_on_every_backend_in_turn(main)
+    assert len(owners) == 2 * len(runs)
 
 
 async def test_release_of_a_free_lock_raises() -> None:

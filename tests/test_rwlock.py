@@ -25,6 +25,8 @@ from hypothesis import strategies as st
 from anyio_prims._core import BUDGET, BUDGET_SIZE, WAITER_STATS
 from anyio_prims.sync._rwlock import RWLock, RWLockStatistics
 
+from ._tasks import run_on_every_backend_in_turn
+
 pytestmark = pytest.mark.anyio
 
 READ, WRITE = "read", "write"
@@ -534,6 +536,36 @@ async def test_release_by_another_task_raises(kind: str) -> None:
     assert (held.writer is not None) == (kind == WRITE)
     release(lock, kind)
     assert lock.statistics() == FREE
+
+
+@pytest.mark.parametrize("kind", [READ, WRITE])
+def test_ownership_holds_when_the_lock_moves_between_event_loops(kind: str) -> None:
+    # The lock binds a cheap way to find the current task on first use; on
+    # the next loop (or backend) it must find the new task, not the old one.
+    lock = RWLock()
+    held: list[RWLockStatistics] = []
+
+    async def main() -> None:
+        async def intruder() -> None:
+            with pytest.raises(RuntimeError, match="does not hold"):
+                release(lock, kind)
+
+        for _ in range(2):
+            await acquire(lock, kind)
+            held.append(lock.statistics())
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(intruder)
+            with pytest.raises(RuntimeError, match="not reentrant"):
+                await acquire(lock, kind)
+            release(lock, kind)
+            assert lock.statistics() == FREE
+
+    runs = run_on_every_backend_in_turn(main)
+    assert len(held) == 2 * len(runs)
+    if kind == WRITE:
+        assert all(s.writer is not None and s.readers == 0 for s in held)
+    else:
+        assert all(s.writer is None and s.readers == 1 for s in held)
 
 
 async def errors_without_blocking(

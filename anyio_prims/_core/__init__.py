@@ -10,7 +10,9 @@ from ._backend import (
     checkpoint,
     checkpoint_if_cancelled,
     current_task,
+    no_task,
     running_backend,
+    task_finder,
     task_info,
 )
 from ._budget import BUDGET, BUDGET_SIZE
@@ -30,6 +32,8 @@ __all__ = [
     "checkpoint",
     "checkpoint_if_cancelled",
     "current_task",
+    "no_task",
     "running_backend",
+    "task_finder",
     "task_info",
 ]

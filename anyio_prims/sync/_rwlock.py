@@ -45,20 +45,28 @@
 # task from the holders; that same re-run then admits whoever can proceed.
 #
 # Fast paths: an uncontended acquire is the checkpoint-mode check, one
-# current_task() call and a few attribute tests; it creates no waiter; an
-# uncontended release is one current_task() call and a set removal.  The
-# context managers inline the acquire fast path (no nested coroutine) and
-# remember the task from entry to exit, so `async with lock.read()` asks for
-# the current task once.  current_task() is most of the cost: ownership is
-# what a readers-writer lock pays over a semaphore.
+# call of the owner finder ``_find_task`` (bound on first use by
+# task_finder(); on asyncio a dict lookup keyed by the loop) and a few
+# attribute tests; it creates no waiter; an uncontended release is one finder
+# call and a set removal.  The context managers inline the acquire fast path
+# (no nested coroutine) and remember the task from entry to exit, so
+# `async with lock.read()` asks for the current task once.
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
 
 import anyio
 
-from .._core import BUDGET, WaitQueue, budget_checkpoint, check_strict, current_task
+from .._core import (
+    BUDGET,
+    WaitQueue,
+    budget_checkpoint,
+    check_strict,
+    no_task,
+    task_finder,
+)
 from .._core import task_info as _task_info
 
 
@@ -106,10 +114,19 @@ class RWLock:
     while holding the lock.
     """
 
-    __slots__ = ("__weakref__", "_readers", "_strict", "_waiters", "_writer")
+    __slots__ = (
+        "__weakref__",
+        "_find_task",
+        "_readers",
+        "_strict",
+        "_waiters",
+        "_writer",
+    )
 
     def __init__(self, *, strict: bool = False) -> None:
         self._strict = check_strict(strict)
+        # The owner finder, bound on first use (see task_finder()).
+        self._find_task: Callable[[], object] = no_task
         self._readers: set[object] = set()
         self._writer: object | None = None
         self._waiters: WaitQueue[tuple[object, bool]] = WaitQueue()
@@ -131,7 +148,9 @@ class RWLock:
         budget.left -= 1
         if budget.left <= 0 or self._strict:
             await budget_checkpoint()
-        task = current_task()
+        task = self._find_task()
+        if task is None:
+            task, self._find_task = task_finder()
         if (
             self._writer is None
             and not self._waiters.parked
@@ -159,7 +178,9 @@ class RWLock:
             queued
         :raises RuntimeError: if the current task already holds the lock
         """
-        task = current_task()
+        task = self._find_task()
+        if task is None:
+            task, self._find_task = task_finder()
         self._check_not_holding(task)
         if self._writer is None and not self._waiters:
             self._readers.add(task)
@@ -174,7 +195,10 @@ class RWLock:
         :raises RuntimeError: if the current task does not hold the lock for
             reading
         """
-        self._release_read(current_task())
+        task = self._find_task()
+        if task is None:
+            task, self._find_task = task_finder()
+        self._release_read(task)
 
     def _release_read(self, task: object) -> None:
         readers = self._readers
@@ -204,7 +228,9 @@ class RWLock:
         budget.left -= 1
         if budget.left <= 0 or self._strict:
             await budget_checkpoint()
-        task = current_task()
+        task = self._find_task()
+        if task is None:
+            task, self._find_task = task_finder()
         if self._writer is None and not self._readers and not self._waiters.parked:
             self._writer = task
             return
@@ -227,7 +253,9 @@ class RWLock:
         :raises anyio.WouldBlock: if any task holds the lock or is queued
         :raises RuntimeError: if the current task already holds the lock
         """
-        task = current_task()
+        task = self._find_task()
+        if task is None:
+            task, self._find_task = task_finder()
         self._check_not_holding(task)
         if self._writer is None and not self._readers and not self._waiters:
             self._writer = task
@@ -243,7 +271,10 @@ class RWLock:
         :raises RuntimeError: if the current task does not hold the lock for
             writing
         """
-        self._release_write(current_task())
+        task = self._find_task()
+        if task is None:
+            task, self._find_task = task_finder()
+        self._release_write(task)
 
     def _release_write(self, task: object) -> None:
         if self._writer is not task:
@@ -349,7 +380,9 @@ class Reading:
         budget.left -= 1
         if budget.left <= 0 or lock._strict:
             await budget_checkpoint()
-        task = current_task()
+        task = lock._find_task()
+        if task is None:
+            task, lock._find_task = task_finder()
         if self._task is not None:
             raise RuntimeError("this RWLock.read() context manager is already in use")
         self._task = task
@@ -396,7 +429,9 @@ class Writing:
         budget.left -= 1
         if budget.left <= 0 or lock._strict:
             await budget_checkpoint()
-        task = current_task()
+        task = lock._find_task()
+        if task is None:
+            task, lock._find_task = task_finder()
         if self._task is not None:
             raise RuntimeError("this RWLock.write() context manager is already in use")
         self._task = task
