@@ -261,7 +261,10 @@ class WaitQueue(Parking, Generic[P]):
         return len(self.parked) > self._dead
 
     async def park(
-        self, payload: P, give_back: Callable[[Any], None] | None = None
+        self,
+        payload: P,
+        give_back: Callable[[Any], None] | None = None,
+        on_error: Callable[[], None] | None = None,
     ) -> Any:
         """Park the current task at the tail until it is granted or failed.
 
@@ -272,6 +275,11 @@ class WaitQueue(Parking, Generic[P]):
         called and the cancellation propagates; with ``give_back=None`` the
         grant stands, ``park`` returns it, and the cancellation is re-armed
         for the task's next checkpoint.
+
+        ``on_error()``, if given, is called just before ``park`` raises (the
+        primitive's "let whoever can proceed in" step, which a waiter that
+        leaves may have been holding back); passing it saves the caller a
+        ``try`` block and a coroutine frame of its own.
         """
         waiter = new_waiter(payload, self)
         self.parked.append(waiter)
@@ -280,8 +288,12 @@ class WaitQueue(Parking, Generic[P]):
         except BaseException as exc:
             if self._interrupted(waiter, exc, give_back):
                 return waiter.value
+            if on_error is not None:
+                on_error()
             raise
         if waiter.state is FAILED:
+            if on_error is not None:
+                on_error()
             raise waiter.value
         return waiter.value
 

@@ -29,7 +29,7 @@ from typing import Any
 
 import anyio
 
-from .._core import BUDGET, WaitQueue, budget_checkpoint, check_strict
+from .._core import BUDGET, PENDING, WaitQueue, budget_checkpoint, check_strict
 
 
 @dataclass(frozen=True)
@@ -142,11 +142,7 @@ class BatchSemaphore:
         if n <= self._value and (not self._fair or not self._waiters):
             self._value -= n
             return
-        try:
-            await self._waiters.park(n, self._give_back)
-        except BaseException:
-            self._grant_waiters()
-            raise
+        await self._waiters.park(n, self._give_back, self._grant_waiters)
 
     def acquire_nowait(self, n: int = 1) -> None:
         """Acquire ``n`` permits without blocking.  Not a checkpoint.
@@ -181,10 +177,19 @@ class BatchSemaphore:
     def _grant_waiters(self) -> None:
         waiters = self._waiters
         if self._fair:
-            while (head := waiters.peek()) is not None and head.payload <= self._value:
-                waiters.parked.popleft()  # the live head peek() found
-                self._value -= head.payload
-                head.grant(head.payload)  # what _give_back() returns
+            # WaitQueue.peek() inlined: this runs on every contended release.
+            parked = waiters.parked
+            while parked:
+                head = parked[0]
+                if head.state is not PENDING or head._gone():
+                    waiters._drop_head()
+                    continue
+                n = head.payload
+                if n > self._value:
+                    break
+                parked.popleft()
+                self._value -= n
+                head.grant(n)  # what _give_back() returns
         elif self._value > 0 and waiters:
             left = self._value
 

@@ -10,9 +10,10 @@
 # close(), its statistics) is not a lock's, and overriding it with narrower
 # signatures would break substitutability.  The fast paths still add no
 # coroutine frame: they test and update the semaphore's ``_value`` and
-# ``_waiters.parked`` inline, exactly as BatchSemaphore.acquire does, and only
-# the contended path calls into it (``_acquire_blocking``, which parks with
-# ``_give_back`` so a grant that meets a cancellation goes to the next waiter).
+# ``_waiters.parked`` inline, exactly as BatchSemaphore.acquire does, and the
+# contended path parks on its queue directly, as ``_acquire_blocking`` does:
+# with ``_give_back``, so a grant that meets a cancellation goes to the next
+# waiter, and ``_grant_waiters`` on the way out.
 #
 # Checkpoints: strict by default, as AnyIO: every acquire() is a checkpoint.
 # One that can proceed takes it before the fast path, so a cancellation there
@@ -97,7 +98,10 @@ class Lock:
             return
         if self._owner is task:
             raise RuntimeError("Attempted to acquire an already held Lock")
-        await sem._acquire_blocking(1)
+        # What BatchSemaphore._acquire_blocking(1) does (the lock's semaphore
+        # is never closed, and the test above just failed), one coroutine
+        # frame less on every contended acquire.
+        await sem._waiters.park(1, sem._give_back, sem._grant_waiters)
         self._owner = task
 
     def acquire_nowait(self) -> None:
@@ -224,7 +228,7 @@ class Semaphore:
         if sem._value > 0 and not sem._waiters.parked:
             sem._value -= 1
             return
-        await sem._acquire_blocking(1)
+        await sem._waiters.park(1, sem._give_back, sem._grant_waiters)
 
     def acquire_nowait(self) -> None:
         """Decrement the value without blocking.  Not a checkpoint.
@@ -275,7 +279,7 @@ class Semaphore:
         if sem._value > 0 and not sem._waiters.parked:
             sem._value -= 1
             return self
-        await sem._acquire_blocking(1)
+        await sem._waiters.park(1, sem._give_back, sem._grant_waiters)
         return self
 
     async def __aexit__(
