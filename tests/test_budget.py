@@ -18,7 +18,7 @@ import anyio.lowlevel
 import pytest
 
 from anyio_prims import BatchSemaphore
-from anyio_prims._core import BUDGET_SIZE
+from anyio_prims._core import BUDGET, BUDGET_SIZE
 from anyio_prims._core._budget import Budget
 
 pytestmark = pytest.mark.anyio
@@ -81,6 +81,39 @@ async def test_budgeted_calls_do_not_yield_on_every_call() -> None:
         during = ticks - before
         done = True
     assert during <= calls // BUDGET_SIZE + 1
+
+
+async def test_parking_starts_a_new_budget() -> None:
+    # A task that parked has been through a schedule point: the budgeted
+    # calls after it start a full budget instead of checkpointing at once.
+    sem = BatchSemaphore(10)
+    gate = BatchSemaphore(0)
+    ticks = 0
+    done = False
+
+    async def ticker(*, task_status: anyio.abc.TaskStatus[None]) -> None:
+        nonlocal ticks
+        task_status.started()
+        while not done:
+            ticks += 1
+            await anyio.lowlevel.checkpoint()
+
+    async with anyio.create_task_group() as tg:
+        await tg.start(ticker)
+        BUDGET.left = 2  # nearly spent
+
+        async def open_gate() -> None:
+            gate.release()
+
+        tg.start_soon(open_gate)
+        await gate.acquire()  # parks until the other task releases
+        before = ticks
+        for _ in range(BUDGET_SIZE - 1):
+            await sem.acquire()
+            sem.release()
+        during = ticks - before
+        done = True
+    assert during == 0
 
 
 async def test_cancelled_loop_stops_within_the_budget() -> None:

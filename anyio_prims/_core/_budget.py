@@ -7,9 +7,11 @@
 # the call first goes through a full checkpoint (cancellation point and
 # schedule point) and the budget is refilled.
 #
-# Invariant: between two schedule points taken by this module, at most
+# Invariant: between two schedule points taken by this package, at most
 # BUDGET_SIZE budgeted calls complete.  The counter is one per interpreter and
-# counts calls since the last budget checkpoint, whichever task made them.  On
+# counts calls since the last such schedule point (a budget checkpoint, or a
+# task parking in a WaitQueue or Slot: both refill it), whichever task made
+# them.  A call that is about to park therefore need not checkpoint first.  On
 # one event loop only the running task can make calls, so a task that makes
 # nothing but non-blocking calls yields at least once every BUDGET_SIZE of
 # them (sooner if other tasks spent part of the budget).  Event loops running

@@ -58,6 +58,7 @@ from typing import Any, Final, Generic, TypeVar
 import anyio
 
 from ._backend import FORCE_GENERIC, is_cancellation, rearm_cancellation, trio_lowlevel
+from ._budget import BUDGET, BUDGET_SIZE
 
 P = TypeVar("P")  # what a parked task offers: an item, a number of permits
 
@@ -283,6 +284,8 @@ class WaitQueue(Parking, Generic[P]):
         """
         waiter = new_waiter(payload, self)
         self.parked.append(waiter)
+        # Parking is a schedule point: the calls after it start a new budget.
+        BUDGET.left = BUDGET_SIZE
         try:
             await waiter._sleep()
         except BaseException as exc:
@@ -392,6 +395,7 @@ class Slot(Parking, Generic[P]):
         """As :meth:`WaitQueue.park`; the slot must be empty."""
         waiter = new_waiter(payload, self)
         self.waiter = waiter
+        BUDGET.left = BUDGET_SIZE  # a schedule point, as in WaitQueue.park
         try:
             await waiter._sleep()
         except BaseException as exc:

@@ -14,7 +14,10 @@
 # budget check is the one every primitive starts with, inlined: with
 # ``strict`` every call is a checkpoint (as in AnyIO), otherwise one call in
 # BUDGET_SIZE is.  The checkpoint comes first, so a cancellation there
-# leaves nothing done.
+# leaves nothing done; a call that is going to park skips it, because
+# parking is the checkpoint (and refills the budget).  The anyio drop-in
+# sets ``_checkpoint_before_park`` to keep anyio's order: a checkpoint, then
+# the park.
 #
 # ``clone()`` exists only on the sides that may have many endpoints; a
 # single side (the mpsc receiver, the spmc sender) raises BusyResourceError
@@ -22,7 +25,7 @@
 from __future__ import annotations
 
 from types import TracebackType
-from typing import Any, Generic, TypeVar, cast
+from typing import Any, ClassVar, Generic, TypeVar, cast
 
 import anyio
 from anyio.abc import ObjectReceiveStream, ObjectSendStream
@@ -52,6 +55,8 @@ class _Endpoint:
 
     _closed: bool
     _state: ChannelState[Any]
+    #: Checkpoint even when the call is about to park (anyio's order).
+    _checkpoint_before_park: ClassVar[bool] = False
 
     def close(self) -> None:
         raise NotImplementedError
@@ -119,7 +124,10 @@ class SendEndpoint(_Endpoint, ObjectSendStream[T_contra], Generic[T_contra]):
         """
         budget = BUDGET
         budget.left -= 1
-        if budget.left <= 0 or self._strict:
+        if (budget.left <= 0 or self._strict) and (
+            self._checkpoint_before_park
+            or not self._state.send_would_park(self._closed)
+        ):
             await budget_checkpoint()
         state = self._state
         buffer = state.buffer
@@ -203,7 +211,10 @@ class ReceiveEndpoint(_Endpoint, ObjectReceiveStream[T_co], Generic[T_co]):
         """
         budget = BUDGET
         budget.left -= 1
-        if budget.left <= 0 or self._strict:
+        if (budget.left <= 0 or self._strict) and (
+            self._checkpoint_before_park
+            or not self._state.receive_would_park(self._closed)
+        ):
             await budget_checkpoint()
         state = self._state
         buffer = state.buffer

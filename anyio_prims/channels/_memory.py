@@ -46,10 +46,12 @@ def _statistics(state: ChannelState[Any]) -> MemoryObjectStreamStatistics:
 class MemoryObjectSendStream(SendEndpoint[T_contra], Generic[T_contra]):
     """The send side of :func:`create_memory_object_stream`, as anyio's.
 
-    ``send()`` is a checkpoint on every call, as in anyio.
+    ``send()`` is a checkpoint on every call, as in anyio: before it
+    blocks, too.
     """
 
     __slots__ = ()
+    _checkpoint_before_park = True
 
     def clone(self) -> MemoryObjectSendStream[T_contra]:
         """Another send stream on the same buffer, closed independently.
@@ -77,10 +79,12 @@ class MemoryObjectSendStream(SendEndpoint[T_contra], Generic[T_contra]):
 class MemoryObjectReceiveStream(ReceiveEndpoint[T_co], Generic[T_co]):
     """The receive side of :func:`create_memory_object_stream`, as anyio's.
 
-    ``receive()`` is a checkpoint on every call, as in anyio.
+    ``receive()`` is a checkpoint on every call, as in anyio: before it
+    blocks, too.
     """
 
     __slots__ = ()
+    _checkpoint_before_park = True
 
     def clone(self) -> MemoryObjectReceiveStream[T_co]:
         """Another receive stream on the same buffer, closed independently.

@@ -255,6 +255,30 @@ class ChannelState(Generic[T]):
             INF if self.send_waiters or (self.single_receiver and self.in_flight) else 0
         )
 
+    def send_would_park(self, closed: bool) -> bool:
+        """Whether a send now would park (so it needs no checkpoint first).
+
+        Exactly the case in which ``try_send`` returns ``False``; evaluated
+        only when a checkpoint is due, so it is not on the fast path.
+        """
+        return (
+            not closed
+            and self.receivers > 0
+            and not (self.single_sender and (self.send_waiters or self.send_in_flight))
+            and not self.recv_waiters
+            and len(self.buffer) >= self.capacity
+        )
+
+    def receive_would_park(self, closed: bool) -> bool:
+        """Whether a receive now would park: ``try_receive`` returns NOTHING."""
+        return (
+            not closed
+            and not (self.single_receiver and (self.recv_waiters or self.in_flight))
+            and not self.buffer
+            and not self.send_waiters
+            and self.senders > 0
+        )
+
     # -- sending ---------------------------------------------------------
 
     def try_send(self, closed: bool, item: T) -> bool:

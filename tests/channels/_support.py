@@ -7,6 +7,8 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+import anyio
+import anyio.lowlevel
 import pytest
 
 from anyio_prims import mpmc, mpsc, spmc
@@ -55,3 +57,48 @@ def source_param(name: str, backend_name: str) -> str:
     if name == "asyncio_timeout" and sys.version_info < (3, 11):
         pytest.skip("asyncio.timeout is 3.11+")
     return name
+
+
+async def looks_between_call_and_park(
+    tx: Any, rx: Any, side: str, calls: int = 20
+) -> int:
+    """Make ``calls`` calls of ``side`` ("send" or "receive") that must wait;
+    another task, told when each call starts, completes it as soon as it
+    sees the caller parked.  Returns how often that task looked and found
+    the caller not parked yet: 0 when every call parked without yielding
+    first (a yield would let the other task look in between)."""
+    started = -1
+    misses = 0
+    received: list[int] = []
+
+    def parked() -> int:
+        stats = tx.statistics()
+        return (
+            stats.tasks_waiting_receive
+            if side == "receive"
+            else stats.tasks_waiting_send
+        )
+
+    async def other() -> None:
+        nonlocal misses
+        for i in range(calls):
+            while started != i:
+                await anyio.lowlevel.checkpoint()
+            while not parked():
+                misses += 1
+                await anyio.lowlevel.checkpoint()
+            if side == "receive":
+                tx.send_nowait(i)
+            else:
+                received.append(rx.receive_nowait())
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(other)
+        for i in range(calls):
+            started = i
+            if side == "receive":
+                received.append(await rx.receive())
+            else:
+                await tx.send(i)
+    assert received == list(range(calls))
+    return misses

@@ -26,7 +26,14 @@ from anyio_prims import mpmc, mpsc, spmc
 from anyio_prims._core import BUDGET_SIZE, WAITER_STATS
 from anyio_prims.channels import ChannelStatistics, Receiver, Sender
 
-from ._support import CHANNELS, MANY_RECEIVERS, MANY_SENDERS, Call, settle
+from ._support import (
+    CHANNELS,
+    MANY_RECEIVERS,
+    MANY_SENDERS,
+    Call,
+    looks_between_call_and_park,
+    settle,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -720,6 +727,17 @@ async def test_strict_channel_checkpoints_before_a_receive_that_would_not_block(
         await rx.receive()
     assert scope.cancelled_caught
     assert rx.receive_nowait() == 1
+
+
+@pytest.mark.parametrize("strict", [False, True])
+@pytest.mark.parametrize("side", ["send", "receive"])
+async def test_a_call_that_must_wait_parks_without_yielding_first(
+    flavour: str, side: str, strict: bool
+) -> None:
+    # Parking is the checkpoint: a call that is going to block does not also
+    # yield before it parks, in either mode (the park refills the budget).
+    tx, rx = channel(flavour, 0, strict=strict)
+    assert await looks_between_call_and_park(tx, rx, side) == 0
 
 
 async def test_budgeted_sends_reach_a_checkpoint_within_the_budget(

@@ -28,7 +28,12 @@ from anyio_prims.streams import (
     create_memory_object_stream,
 )
 
-from ._support import Call, assert_schedule_point, settle
+from ._support import (
+    Call,
+    assert_schedule_point,
+    looks_between_call_and_park,
+    settle,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -232,6 +237,20 @@ async def every_call_is_a_checkpoint(create: Any, trace: list[Any]) -> None:
         scope.cancel()
         await tx.send(3)
     trace.append(("send on closed", scope.cancelled_caught))
+
+
+@scenario
+async def a_call_that_must_wait_yields_before_it_parks(
+    create: Any, trace: list[Any]
+) -> None:
+    # anyio checkpoints first and then parks, so a task watching for the
+    # parked caller gets to look in between.  Only "ever" is recorded: on
+    # Trio the order within a batch is random.
+    for side in ("receive", "send"):
+        tx, rx = create(0)
+        with tx, rx:
+            misses = await looks_between_call_and_park(tx, rx, side)
+        trace.append((side, misses > 0))
 
 
 @pytest.mark.parametrize("name", list(SCENARIOS))
