@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import anyio
 import anyio.lowlevel
@@ -26,6 +28,33 @@ pytestmark = pytest.mark.anyio
 #: Calls a cancelled loop may make before the test gives up on it (so that a
 #: broken budget fails the test instead of hanging it).
 LIMIT = 10 * BUDGET_SIZE
+
+
+class Ticker:
+    """Counts the schedule points another task lets it have."""
+
+    def __init__(self) -> None:
+        self.ticks = 0
+        self.done = False
+
+    async def run(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
+        task_status.started()
+        while not self.done:
+            self.ticks += 1
+            await anyio.lowlevel.checkpoint()
+
+
+@asynccontextmanager
+async def ticking() -> AsyncIterator[Ticker]:
+    """A Ticker task that runs for the block: ``ticks`` grows only when the
+    block's task reaches a schedule point."""
+    ticker = Ticker()
+    async with anyio.create_task_group() as tg:
+        await tg.start(ticker.run)
+        try:
+            yield ticker
+        finally:
+            ticker.done = True
 
 
 def test_budget_asks_for_a_checkpoint_once_every_budget_size_calls() -> None:
@@ -61,25 +90,13 @@ async def test_budgeted_calls_do_not_yield_on_every_call() -> None:
     # The other side of the budget: non-strict calls are not schedule points
     # each time (the cost the budget exists to avoid).
     sem = BatchSemaphore(10)
-    ticks = 0
-    done = False
-
-    async def ticker(*, task_status: anyio.abc.TaskStatus[None]) -> None:
-        nonlocal ticks
-        task_status.started()
-        while not done:
-            ticks += 1
-            await anyio.lowlevel.checkpoint()
-
     calls = 4 * BUDGET_SIZE
-    async with anyio.create_task_group() as tg:
-        await tg.start(ticker)
-        before = ticks
+    async with ticking() as ticker:
+        before = ticker.ticks
         for _ in range(calls):
             await sem.acquire()
             sem.release()
-        during = ticks - before
-        done = True
+        during = ticker.ticks - before
     assert during <= calls // BUDGET_SIZE + 1
 
 
@@ -88,31 +105,19 @@ async def test_parking_starts_a_new_budget() -> None:
     # calls after it start a full budget instead of checkpointing at once.
     sem = BatchSemaphore(10)
     gate = BatchSemaphore(0)
-    ticks = 0
-    done = False
 
-    async def ticker(*, task_status: anyio.abc.TaskStatus[None]) -> None:
-        nonlocal ticks
-        task_status.started()
-        while not done:
-            ticks += 1
-            await anyio.lowlevel.checkpoint()
+    async def open_gate() -> None:
+        gate.release()
 
-    async with anyio.create_task_group() as tg:
-        await tg.start(ticker)
+    async with ticking() as ticker, anyio.create_task_group() as tg:
         BUDGET.left = 2  # nearly spent
-
-        async def open_gate() -> None:
-            gate.release()
-
         tg.start_soon(open_gate)
         await gate.acquire()  # parks until the other task releases
-        before = ticks
+        before = ticker.ticks
         for _ in range(BUDGET_SIZE - 1):
             await sem.acquire()
             sem.release()
-        during = ticks - before
-        done = True
+        during = ticker.ticks - before
     assert during == 0
 
 
@@ -175,26 +180,14 @@ async def test_strict_mode_makes_every_call_a_schedule_point(
     anyio_backend_name: str,
 ) -> None:
     sem = BatchSemaphore(10, strict=True)
-    ticks = 0
-    done = False
-
-    async def ticker(*, task_status: anyio.abc.TaskStatus[None]) -> None:
-        nonlocal ticks
-        task_status.started()
-        while not done:
-            ticks += 1
-            await anyio.lowlevel.checkpoint()
-
     calls = 100
     seen = []
-    async with anyio.create_task_group() as tg:
-        await tg.start(ticker)
+    async with ticking() as ticker:
         for _ in range(calls):
-            seen.append(ticks)
+            seen.append(ticker.ticks)
             await sem.acquire()
             sem.release()
-        seen.append(ticks)
-        done = True
+        seen.append(ticker.ticks)
     if anyio_backend_name == "asyncio":
         # FIFO scheduling: the ticker runs between every two calls.
         assert all(a < b for a, b in itertools.pairwise(seen))
