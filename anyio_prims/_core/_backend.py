@@ -129,8 +129,8 @@ def _trio_task_or_none() -> object:
 def task_finder() -> tuple[object, Callable[[], object]]:
     """The running task, and a cheap way to ask for it again.
 
-    The primitives that track an owner task (Lock, RWLock, CapacityLimiter)
-    keep the finder and inline::
+    The primitives whose fast paths track an owner task (Lock, RWLock) keep
+    the finder and inline::
 
         task = self._find_task()
         if task is None:
