@@ -20,6 +20,12 @@
 # * generic: an ``anyio.Event``; AnyIO's public API only.  Slow, but it is
 #   the proof that the primitives above are written once.
 #
+# A wait is ``park(payload, give_back)``, or, on the hottest paths, its two
+# halves written out: ``enqueue(payload)`` (make the waiter for the running
+# backend, queue it, refill the budget) and an await of ``waiter.wait``,
+# settled as ``park`` settles it (``_interrupted`` on an exception, ``FAILED``
+# after waking).  The halves save ``park``'s coroutine frame on every wait.
+#
 # WaitQueue is a deque with lazy removal.  Invariants:
 #
 # * every waiter in ``parked`` is PENDING or ABANDONED (granted and failed
@@ -50,7 +56,7 @@
 from __future__ import annotations
 
 import sys
-from asyncio import AbstractEventLoop, _get_running_loop
+from asyncio import AbstractEventLoop, InvalidStateError, _get_running_loop
 from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any, Final, Generic, TypeVar
@@ -85,15 +91,17 @@ class Waiter(Generic[P]):
 
     ``payload`` is what the parked task offers or asks for (an item to send,
     a number of permits); ``value`` is what it was granted, or the exception
-    it was failed with.
+    it was failed with; ``wait`` is what the task awaits to sleep until then,
+    made with the waiter (a loop future, a Trio sleep, an event's wait).
     """
 
-    __slots__ = ("owner", "payload", "state", "value")
+    __slots__ = ("owner", "payload", "state", "value", "wait")
 
     payload: P
     owner: Parking
     state: int
     value: Any
+    wait: Awaitable[Any]
 
     def __init__(self, payload: P, owner: Parking) -> None:
         self.payload = payload
@@ -106,6 +114,19 @@ class Waiter(Generic[P]):
         self.value = value
         self.state = GRANTED
         self._wake()
+
+    def try_grant(self, value: object = None) -> bool:
+        """Grant ``value`` if the task can still take it; ``False`` if gone.
+
+        For a waiter that is PENDING but may be ``_gone()``: one call instead
+        of ``_gone()`` then ``grant()``.  The caller must have removed it from
+        its queue; on ``False`` it must ``_abandon()`` it (its task, already
+        cancelled, will find it out of the queue and count nothing).
+        """
+        if self._gone():
+            return False
+        self.grant(value)
+        return True
 
     def fail(self, exc: BaseException) -> None:
         """Wake the parked task with ``exc`` raised.  The waiter must be popped."""
@@ -126,9 +147,6 @@ class Waiter(Generic[P]):
     def _wake(self) -> None:
         raise NotImplementedError
 
-    def _sleep(self) -> Awaitable[Any]:
-        raise NotImplementedError
-
     def _gone(self) -> bool:
         """Whether the task was cancelled and must not be granted."""
         return False
@@ -143,7 +161,7 @@ class AsyncioWaiter(Waiter[P]):
         self.owner = owner
         self.state = PENDING
         self.value = None
-        self._fut = loop.create_future()
+        self.wait = self._fut = loop.create_future()
 
     def grant(self, value: object = None) -> None:
         # Waiter.grant with _wake inlined: this runs on every handoff.
@@ -151,11 +169,18 @@ class AsyncioWaiter(Waiter[P]):
         self.state = GRANTED
         self._fut.set_result(None)
 
+    def try_grant(self, value: object = None) -> bool:
+        # A cancelled future refuses its result: no separate _gone() call.
+        try:
+            self._fut.set_result(None)
+        except InvalidStateError:
+            return False
+        self.value = value
+        self.state = GRANTED
+        return True
+
     def _wake(self) -> None:
         self._fut.set_result(None)
-
-    def _sleep(self) -> Awaitable[Any]:
-        return self._fut
 
     def _gone(self) -> bool:
         # ``task.cancel()`` cancels the future at once; the task learns of it
@@ -166,13 +191,18 @@ class AsyncioWaiter(Waiter[P]):
 class TrioWaiter(Waiter[P]):
     __slots__ = ("_task",)
 
-    def _wake(self) -> None:
-        trio_lowlevel().reschedule(self._task)
-
-    def _sleep(self) -> Awaitable[Any]:
+    def __init__(self, payload: P, owner: Parking) -> None:
+        # Waiter.__init__ inlined, as in AsyncioWaiter.
+        self.payload = payload
+        self.owner = owner
+        self.state = PENDING
+        self.value = None
         lowlevel = trio_lowlevel()
         self._task = lowlevel.current_task()
-        return lowlevel.wait_task_rescheduled(self._abort)  # type: ignore[no-any-return]
+        self.wait = lowlevel.wait_task_rescheduled(self._abort)
+
+    def _wake(self) -> None:
+        trio_lowlevel().reschedule(self._task)
 
     def _abort(self, raise_cancel: object) -> Any:
         # Called by Trio only while the task sleeps, so the waiter is PENDING
@@ -188,16 +218,18 @@ class GenericWaiter(Waiter[P]):
     def __init__(self, payload: P, owner: Parking) -> None:
         super().__init__(payload, owner)
         self._event = anyio.Event()
+        self.wait = self._event.wait()
 
     def _wake(self) -> None:
         self._event.set()
 
-    def _sleep(self) -> Awaitable[Any]:
-        return self._event.wait()
-
 
 def new_waiter(payload: P, owner: Parking) -> Waiter[P]:
-    """A waiter of the running backend's kind (the slow path's only dispatch)."""
+    """A waiter of the running backend's kind (the slow path's only dispatch).
+
+    Its ``wait`` must be awaited at once: on Trio and with the generic
+    waiter it is a coroutine, made here.
+    """
     WAITER_STATS.created += 1
     if not FORCE_GENERIC:
         loop = _get_running_loop()
@@ -282,12 +314,9 @@ class WaitQueue(Parking, Generic[P]):
         leaves may have been holding back); passing it saves the caller a
         ``try`` block and a coroutine frame of its own.
         """
-        waiter = new_waiter(payload, self)
-        self.parked.append(waiter)
-        # Parking is a schedule point: the calls after it start a new budget.
-        BUDGET.left = BUDGET_SIZE
+        waiter = self.enqueue(payload)
         try:
-            await waiter._sleep()
+            await waiter.wait
         except BaseException as exc:
             if self._interrupted(waiter, exc, give_back):
                 return waiter.value
@@ -299,6 +328,20 @@ class WaitQueue(Parking, Generic[P]):
                 on_error()
             raise waiter.value
         return waiter.value
+
+    def enqueue(self, payload: P) -> Waiter[P]:
+        """A new waiter for the current task, at the tail: ``park``'s first half.
+
+        For the hottest blocking paths, which save ``park``'s coroutine frame
+        by doing its second half themselves: the caller must await
+        ``waiter.wait`` at once and settle the outcome as ``park`` does
+        (``_interrupted`` on an exception, ``FAILED`` after waking).
+        """
+        waiter = new_waiter(payload, self)
+        self.parked.append(waiter)
+        # Parking is a schedule point: the calls after it start a new budget.
+        BUDGET.left = BUDGET_SIZE
+        return waiter
 
     def peek(self) -> Waiter[P] | None:
         """The live waiter at the head, without removing it."""
@@ -393,11 +436,9 @@ class Slot(Parking, Generic[P]):
         self, payload: P, give_back: Callable[[Any], None] | None = None
     ) -> Any:
         """As :meth:`WaitQueue.park`; the slot must be empty."""
-        waiter = new_waiter(payload, self)
-        self.waiter = waiter
-        BUDGET.left = BUDGET_SIZE  # a schedule point, as in WaitQueue.park
+        waiter = self.enqueue(payload)
         try:
-            await waiter._sleep()
+            await waiter.wait
         except BaseException as exc:
             if self._interrupted(waiter, exc, give_back):
                 return waiter.value
@@ -405,6 +446,13 @@ class Slot(Parking, Generic[P]):
         if waiter.state is FAILED:
             raise waiter.value
         return waiter.value
+
+    def enqueue(self, payload: P) -> Waiter[P]:
+        """As :meth:`WaitQueue.enqueue`; the slot must be empty."""
+        waiter = new_waiter(payload, self)
+        self.waiter = waiter
+        BUDGET.left = BUDGET_SIZE  # a schedule point, as in WaitQueue
+        return waiter
 
     def pop(self) -> Waiter[P] | None:
         """Remove and return the parked waiter if it is live."""

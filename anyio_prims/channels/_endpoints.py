@@ -30,7 +30,7 @@ from typing import Any, ClassVar, Generic, TypeVar, cast
 import anyio
 from anyio.abc import ObjectReceiveStream, ObjectSendStream
 
-from .._core import BUDGET, budget_checkpoint
+from .._core import BUDGET, FAILED, budget_checkpoint
 from ._state import (
     INF,
     NOTHING,
@@ -140,12 +140,21 @@ class SendEndpoint(_Endpoint, ObjectSendStream[T_contra], Generic[T_contra]):
         # the send cannot be undone, so a cancellation arriving then is
         # re-armed for the next checkpoint and the call returns normally.
         state.recv_floor = INF  # a sender is parked: its item comes next
+        # The waiters' park((self, item), None), inlined: one coroutine
+        # frame less on every blocking send.
+        waiters = state.send_waiters
+        waiter = waiters.enqueue((self, item))
         try:
-            await state.send_waiters.park((self, item), None)
-        except BaseException:
+            await waiter.wait
+        except BaseException as exc:
+            if not waiters._interrupted(waiter, exc, None):
+                state.send_in_flight = False
+                state.sync()
+                raise
+        if waiter.state is FAILED:
             state.send_in_flight = False
             state.sync()
-            raise
+            raise waiter.value
         if state.single_sender:
             state.send_in_flight = False
             state.sync()
@@ -227,13 +236,20 @@ class ReceiveEndpoint(_Endpoint, ObjectReceiveStream[T_co], Generic[T_co]):
         # after the grant, the core calls ``call`` to pass the item on.
         call = ReceiveCall(self, state)
         state.send_limit = 0  # a receiver is parked: sends go to it
+        # The waiters' park(call, call), inlined as in send().
+        waiters = state.recv_waiters
+        waiter = waiters.enqueue(call)
         try:
-            item: T_co = await state.recv_waiters.park(call, call)
-        except BaseException:
+            await waiter.wait
+        except BaseException as exc:
+            waiters._interrupted(waiter, exc, call)
             state.sync()
             raise
+        if waiter.state is FAILED:
+            state.sync()
+            raise waiter.value
         state.resumed(call)
-        return item
+        return cast("T_co", waiter.value)
 
     def receive_nowait(self) -> T_co:
         """Receive the next item if there is one.  Not a checkpoint.

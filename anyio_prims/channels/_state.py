@@ -144,6 +144,15 @@ class Waiting(Protocol[P]):
         self, payload: P, give_back: Callable[[Any], None] | None = None
     ) -> Any: ...
 
+    def enqueue(self, payload: P) -> Waiter[P]: ...
+
+    def _interrupted(
+        self,
+        waiter: Waiter[Any],
+        exc: BaseException,
+        give_back: Callable[[Any], None] | None,
+    ) -> bool: ...
+
 
 def count_waiting(waiting: Waiting[Any]) -> int:
     """The live waiters parked in ``waiting``."""

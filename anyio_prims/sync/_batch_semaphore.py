@@ -25,11 +25,19 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any
+from typing import Any, NoReturn
 
 import anyio
 
-from .._core import BUDGET, PENDING, WaitQueue, budget_checkpoint, check_strict
+from .._core import (
+    BUDGET,
+    FAILED,
+    PENDING,
+    Waiter,
+    WaitQueue,
+    budget_checkpoint,
+    check_strict,
+)
 
 
 @dataclass(frozen=True)
@@ -123,7 +131,17 @@ class BatchSemaphore:
         ):
             self._value -= n
             return
-        await self._acquire_blocking(n)
+        if self._must_wait(n):
+            # WaitQueue.park(n, self._give_back, self._grant_waiters)
+            # inlined: no coroutine frame between this call and the wait.
+            waiter = self._waiters.enqueue(n)
+            try:
+                await waiter.wait
+            except BaseException as exc:
+                self._leave_and_raise(waiter, exc)
+            if waiter.state is FAILED:  # closed while waiting
+                self._grant_waiters()
+                raise waiter.value
 
     def _can_take(self, n: object) -> bool:
         """Whether ``acquire(n)`` would proceed without waiting now."""
@@ -134,15 +152,25 @@ class BatchSemaphore:
             and not self._closed
         )
 
-    async def _acquire_blocking(self, n: int) -> None:
+    def _must_wait(self, n: int) -> bool:
+        # The slow path's checks: bad input and a closed semaphore raise; a
+        # request the exact test grants is taken here (False).
         if type(n) is not int or n < 1:
             check_count(n, "n")
         if self._closed:
             raise anyio.ClosedResourceError
         if n <= self._value and (not self._fair or not self._waiters):
             self._value -= n
-            return
-        await self._waiters.park(n, self._give_back, self._grant_waiters)
+            return False
+        return True
+
+    def _leave_and_raise(self, waiter: Waiter[int], exc: BaseException) -> NoReturn:
+        # A parked acquire raised ``exc`` (a cancellation): as WaitQueue.park
+        # with give_back, permits granted meanwhile go back, whoever the
+        # leaving waiter held back is let in, and ``exc`` propagates.
+        self._waiters._interrupted(waiter, exc, self._give_back)
+        self._grant_waiters()
+        raise exc
 
     def acquire_nowait(self, n: int = 1) -> None:
         """Acquire ``n`` permits without blocking.  Not a checkpoint.
@@ -182,15 +210,20 @@ class BatchSemaphore:
             parked = waiters.parked
             while parked:
                 head = parked[0]
-                if head.state is not PENDING or head._gone():
+                if head.state is not PENDING:
                     waiters._drop_head()
                     continue
                 n = head.payload
                 if n > self._value:
+                    if head._gone():
+                        waiters._drop_head()
+                        continue
                     break
                 parked.popleft()
-                self._value -= n
-                head.grant(n)  # what _give_back() returns
+                if head.try_grant(n):  # n is what _give_back() gets back
+                    self._value -= n
+                else:
+                    head._abandon()  # its task was cancelled; it counts nothing
         elif self._value > 0 and waiters:
             left = self._value
 

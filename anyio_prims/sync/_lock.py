@@ -11,9 +11,10 @@
 # signatures would break substitutability.  The fast paths still add no
 # coroutine frame: they test and update the semaphore's ``_value`` and
 # ``_waiters.parked`` inline, exactly as BatchSemaphore.acquire does, and the
-# contended path parks on its queue directly, as ``_acquire_blocking`` does:
-# with ``_give_back``, so a grant that meets a cancellation goes to the next
-# waiter, and ``_grant_waiters`` on the way out.
+# contended path waits on its queue directly, as BatchSemaphore.acquire does:
+# ``enqueue`` and an await of the waiter, no ``park`` frame in between, and
+# ``_leave_and_raise`` if that raises (a grant that met the cancellation goes to
+# the next waiter).  The semaphore is never closed, so no waiter is FAILED.
 #
 # Checkpoints: strict by default, as AnyIO: every acquire() is a checkpoint.
 # One that can proceed takes it before the fast path, so a cancellation there
@@ -98,10 +99,12 @@ class Lock:
             return
         if self._owner is task:
             raise RuntimeError("Attempted to acquire an already held Lock")
-        # What BatchSemaphore._acquire_blocking(1) does (the lock's semaphore
-        # is never closed, and the test above just failed), one coroutine
-        # frame less on every contended acquire.
-        await sem._waiters.park(1, sem._give_back, sem._grant_waiters)
+        # BatchSemaphore.acquire(1)'s wait, inlined (see the module comment).
+        waiter = sem._waiters.enqueue(1)
+        try:
+            await waiter.wait
+        except BaseException as exc:
+            sem._leave_and_raise(waiter, exc)
         self._owner = task
 
     def acquire_nowait(self) -> None:
@@ -228,7 +231,12 @@ class Semaphore:
         if sem._value > 0 and not sem._waiters.parked:
             sem._value -= 1
             return
-        await sem._waiters.park(1, sem._give_back, sem._grant_waiters)
+        # BatchSemaphore.acquire(1)'s wait, inlined (see the module comment).
+        waiter = sem._waiters.enqueue(1)
+        try:
+            await waiter.wait
+        except BaseException as exc:
+            sem._leave_and_raise(waiter, exc)
 
     def acquire_nowait(self) -> None:
         """Decrement the value without blocking.  Not a checkpoint.
@@ -279,7 +287,11 @@ class Semaphore:
         if sem._value > 0 and not sem._waiters.parked:
             sem._value -= 1
             return self
-        await sem._waiters.park(1, sem._give_back, sem._grant_waiters)
+        waiter = sem._waiters.enqueue(1)  # as in acquire()
+        try:
+            await waiter.wait
+        except BaseException as exc:
+            sem._leave_and_raise(waiter, exc)
         return self
 
     async def __aexit__(
