@@ -107,7 +107,7 @@ class Waiter(Generic[P]):
         self.payload = payload
         self.owner = owner
         self.state = PENDING
-        self.value: Any = None
+        self.value = None
 
     def grant(self, value: object = None) -> None:
         """Wake the parked task with ``value``.  The waiter must be popped."""
