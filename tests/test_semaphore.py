@@ -223,13 +223,22 @@ async def test_fast_acquire_checks_cancellation_once_per_budget() -> None:
     assert sem.value == 1
 
 
+# The two ways in: acquire() and ``async with`` (__aenter__), each with its
+# own copy of the contended wait.
+ENTRIES = {
+    "acquire": lambda sem: sem.acquire,
+    "async_with": lambda sem: sem.__aenter__,
+}
+
+
+@pytest.mark.parametrize("entry", ENTRIES)
 @pytest.mark.parametrize("source", CANCEL_SOURCES)
 async def test_cancelled_acquire_takes_nothing(
-    source: str, anyio_backend_name: str
+    source: str, entry: str, anyio_backend_name: str
 ) -> None:
     skip_if_unsupported(source, anyio_backend_name)
     sem = Semaphore(0)
-    await cancel_while_blocked(source, sem.acquire)
+    await cancel_while_blocked(source, ENTRIES[entry](sem))
     assert sem.statistics().tasks_waiting == 0
     sem.release()
     assert sem.value == 1
@@ -261,9 +270,10 @@ async def test_cancelled_waiter_keeps_the_others_in_order() -> None:
 
 
 @pytest.mark.usefixtures("asyncio_only")
-async def test_granted_then_cancelled_acquire_passes_the_unit_on() -> None:
+@pytest.mark.parametrize("entry", ENTRIES)
+async def test_granted_then_cancelled_acquire_passes_the_unit_on(entry: str) -> None:
     sem = Semaphore(0)
-    first = asyncio.ensure_future(sem.acquire())
+    first = asyncio.ensure_future(ENTRIES[entry](sem)())
     await settle()
     second = asyncio.ensure_future(sem.acquire())
     await settle()

@@ -98,12 +98,12 @@ class Waiter(Generic[P]):
     __slots__ = ("owner", "payload", "state", "value", "wait")
 
     payload: P
-    owner: Parking
+    owner: Parking[Any]
     state: int
     value: Any
     wait: Awaitable[Any]
 
-    def __init__(self, payload: P, owner: Parking) -> None:
+    def __init__(self, payload: P, owner: Parking[Any]) -> None:
         self.payload = payload
         self.owner = owner
         self.state = PENDING
@@ -155,7 +155,9 @@ class Waiter(Generic[P]):
 class AsyncioWaiter(Waiter[P]):
     __slots__ = ("_fut",)
 
-    def __init__(self, payload: P, owner: Parking, loop: AbstractEventLoop) -> None:
+    def __init__(
+        self, payload: P, owner: Parking[Any], loop: AbstractEventLoop
+    ) -> None:
         # Waiter.__init__ inlined: this runs on every blocking call.
         self.payload = payload
         self.owner = owner
@@ -191,7 +193,7 @@ class AsyncioWaiter(Waiter[P]):
 class TrioWaiter(Waiter[P]):
     __slots__ = ("_task",)
 
-    def __init__(self, payload: P, owner: Parking) -> None:
+    def __init__(self, payload: P, owner: Parking[Any]) -> None:
         # Waiter.__init__ inlined, as in AsyncioWaiter.
         self.payload = payload
         self.owner = owner
@@ -215,7 +217,7 @@ class TrioWaiter(Waiter[P]):
 class GenericWaiter(Waiter[P]):
     __slots__ = ("_event",)
 
-    def __init__(self, payload: P, owner: Parking) -> None:
+    def __init__(self, payload: P, owner: Parking[Any]) -> None:
         super().__init__(payload, owner)
         self._event = anyio.Event()
         self.wait = self._event.wait()
@@ -224,7 +226,7 @@ class GenericWaiter(Waiter[P]):
         self._event.set()
 
 
-def new_waiter(payload: P, owner: Parking) -> Waiter[P]:
+def new_waiter(payload: P, owner: Parking[Any]) -> Waiter[P]:
     """A waiter of the running backend's kind (the slow path's only dispatch).
 
     Its ``wait`` must be awaited at once: on Trio and with the generic
@@ -240,10 +242,50 @@ def new_waiter(payload: P, owner: Parking) -> Waiter[P]:
     return GenericWaiter(payload, owner)
 
 
-class Parking:
+class Parking(Generic[P]):
     """What a waiter is parked in: a WaitQueue or a single Slot."""
 
     __slots__ = ()
+
+    def enqueue(self, payload: P) -> Waiter[P]:
+        """Put a new waiter for the current task here; ``park``'s first half."""
+        raise NotImplementedError
+
+    async def park(
+        self,
+        payload: P,
+        give_back: Callable[[Any], None] | None = None,
+        on_error: Callable[[], None] | None = None,
+    ) -> Any:
+        """Park the current task here until it is granted or failed.
+
+        Blocks; a cancellation point.  Returns the granted value, or raises
+        the exception the waiter was failed with.  If cancelled while parked,
+        the waiter leaves the queue and the cancellation propagates.  If
+        granted and then cancelled before it runs, ``give_back(value)`` is
+        called and the cancellation propagates; with ``give_back=None`` the
+        grant stands, ``park`` returns it, and the cancellation is re-armed
+        for the task's next checkpoint.  A Slot must be empty.
+
+        ``on_error()``, if given, is called just before ``park`` raises (the
+        primitive's "let whoever can proceed in" step, which a waiter that
+        leaves may have been holding back); passing it saves the caller a
+        ``try`` block and a coroutine frame of its own.
+        """
+        waiter = self.enqueue(payload)
+        try:
+            await waiter.wait
+        except BaseException as exc:
+            if self._interrupted(waiter, exc, give_back):
+                return waiter.value
+            if on_error is not None:
+                on_error()
+            raise
+        if waiter.state is FAILED:
+            if on_error is not None:
+                on_error()
+            raise waiter.value
+        return waiter.value
 
     def _abandoned(self, waiter: Waiter[Any]) -> None:
         """``waiter`` became ABANDONED while still parked here."""
@@ -275,7 +317,7 @@ class Parking:
         return False
 
 
-class WaitQueue(Parking, Generic[P]):
+class WaitQueue(Parking[P]):
     """FIFO of parked waiters: O(1) push, pop and removal of a cancelled one."""
 
     __slots__ = ("_dead", "parked")
@@ -292,42 +334,6 @@ class WaitQueue(Parking, Generic[P]):
 
     def __bool__(self) -> bool:
         return len(self.parked) > self._dead
-
-    async def park(
-        self,
-        payload: P,
-        give_back: Callable[[Any], None] | None = None,
-        on_error: Callable[[], None] | None = None,
-    ) -> Any:
-        """Park the current task at the tail until it is granted or failed.
-
-        Blocks; a cancellation point.  Returns the granted value, or raises
-        the exception the waiter was failed with.  If cancelled while parked,
-        the waiter leaves the queue and the cancellation propagates.  If
-        granted and then cancelled before it runs, ``give_back(value)`` is
-        called and the cancellation propagates; with ``give_back=None`` the
-        grant stands, ``park`` returns it, and the cancellation is re-armed
-        for the task's next checkpoint.
-
-        ``on_error()``, if given, is called just before ``park`` raises (the
-        primitive's "let whoever can proceed in" step, which a waiter that
-        leaves may have been holding back); passing it saves the caller a
-        ``try`` block and a coroutine frame of its own.
-        """
-        waiter = self.enqueue(payload)
-        try:
-            await waiter.wait
-        except BaseException as exc:
-            if self._interrupted(waiter, exc, give_back):
-                return waiter.value
-            if on_error is not None:
-                on_error()
-            raise
-        if waiter.state is FAILED:
-            if on_error is not None:
-                on_error()
-            raise waiter.value
-        return waiter.value
 
     def enqueue(self, payload: P) -> Waiter[P]:
         """A new waiter for the current task, at the tail: ``park``'s first half.
@@ -420,7 +426,7 @@ class WaitQueue(Parking, Generic[P]):
             self._dead = 0
 
 
-class Slot(Parking, Generic[P]):
+class Slot(Parking[P]):
     """At most one parked waiter: for a side that only one task may use."""
 
     __slots__ = ("waiter",)
@@ -431,21 +437,6 @@ class Slot(Parking, Generic[P]):
     def __bool__(self) -> bool:
         waiter = self.waiter
         return waiter is not None and not waiter._gone()
-
-    async def park(
-        self, payload: P, give_back: Callable[[Any], None] | None = None
-    ) -> Any:
-        """As :meth:`WaitQueue.park`; the slot must be empty."""
-        waiter = self.enqueue(payload)
-        try:
-            await waiter.wait
-        except BaseException as exc:
-            if self._interrupted(waiter, exc, give_back):
-                return waiter.value
-            raise
-        if waiter.state is FAILED:
-            raise waiter.value
-        return waiter.value
 
     def enqueue(self, payload: P) -> Waiter[P]:
         """As :meth:`WaitQueue.enqueue`; the slot must be empty."""

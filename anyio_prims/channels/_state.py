@@ -140,10 +140,6 @@ class Waiting(Protocol[P]):
 
     def pop(self) -> Waiter[P] | None: ...
 
-    async def park(
-        self, payload: P, give_back: Callable[[Any], None] | None = None
-    ) -> Any: ...
-
     def enqueue(self, payload: P) -> Waiter[P]: ...
 
     def _interrupted(
