@@ -35,18 +35,18 @@
 # The handed-over lock cannot be lost: a waiter cancelled after the grant
 # gives it back (``_give_back``) before it could record itself.
 #
-# The owner is found through ``_find_task``, a finder bound on first use
-# (``task_finder()``: on asyncio a dict lookup keyed by the loop, a fifth of
-# the cost of asking asyncio for the current task on CPython 3.11); it
-# answers None on another loop or backend, and the lock binds a new one.
+# The owner is found by a lookup bound on first use: ``self._tasks.get(
+# self._task_key)``, where ``task_finder()`` supplies the map and key (on
+# asyncio, asyncio's own loop -> task dict and the loop: about a tenth of the
+# cost of asking asyncio for the current task on CPython 3.11).  It answers
+# None on another loop or backend, and the lock binds a new one.
 from __future__ import annotations
 
-from collections.abc import Callable
 from types import TracebackType
 
 import anyio
 
-from .._core import BUDGET, budget_checkpoint, no_task, task_finder, task_info
+from .._core import BUDGET, NO_TASKS, TaskMap, budget_checkpoint, task_finder, task_info
 from ._batch_semaphore import BatchSemaphore
 
 
@@ -62,12 +62,13 @@ class Lock:
         checkpoint, as in AnyIO
     """
 
-    __slots__ = ("__weakref__", "_find_task", "_owner", "_sem", "_strict")
+    __slots__ = ("__weakref__", "_owner", "_sem", "_strict", "_task_key", "_tasks")
 
     def __init__(self, *, fast_acquire: bool = False) -> None:
         self._strict = not fast_acquire
         self._owner: object | None = None
-        self._find_task: Callable[[], object] = no_task
+        self._tasks: TaskMap = NO_TASKS
+        self._task_key: object = None
         self._sem = BatchSemaphore(1)
 
     async def acquire(self) -> None:
@@ -90,9 +91,9 @@ class Lock:
             # Only a call that can proceed checkpoints here: one that must
             # wait parks, and parking is the checkpoint (as in AnyIO).
             await budget_checkpoint()
-        task = self._find_task()
+        task = self._tasks.get(self._task_key)
         if task is None:
-            task, self._find_task = task_finder()
+            task, self._tasks, self._task_key = task_finder()
         if sem._value > 0 and not sem._waiters.parked:
             sem._value = 0
             self._owner = task
@@ -114,9 +115,9 @@ class Lock:
         :raises RuntimeError: if the current task already holds the lock
         """
         sem = self._sem
-        task = self._find_task()
+        task = self._tasks.get(self._task_key)
         if task is None:
-            task, self._find_task = task_finder()
+            task, self._tasks, self._task_key = task_finder()
         if sem._value > 0 and not sem._waiters:
             sem._value = 0
             self._owner = task
@@ -132,9 +133,9 @@ class Lock:
 
         :raises RuntimeError: if the current task does not hold the lock
         """
-        task = self._find_task()
+        task = self._tasks.get(self._task_key)
         if task is None:
-            task, self._find_task = task_finder()
+            task, self._tasks, self._task_key = task_finder()
         if self._owner is not task:
             raise RuntimeError("The current task is not holding this lock")
         self._owner = None

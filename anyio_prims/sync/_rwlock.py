@@ -45,15 +45,14 @@
 # task from the holders; that same re-run then admits whoever can proceed.
 #
 # Fast paths: an uncontended acquire is the checkpoint-mode check, one
-# call of the owner finder ``_find_task`` (bound on first use by
+# owner lookup ``self._tasks.get(self._task_key)`` (bound on first use by
 # task_finder(); on asyncio a dict lookup keyed by the loop) and a few
-# attribute tests; it creates no waiter; an uncontended release is one finder
-# call and a set removal.  The context managers inline the acquire fast path
-# (no nested coroutine) and remember the task from entry to exit, so
-# `async with lock.read()` asks for the current task once.
+# attribute tests; it creates no waiter; an uncontended release is one
+# lookup and a set removal.  The context managers inline the acquire fast
+# path (no nested coroutine) and release through release_read() and
+# release_write().
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
 
@@ -61,10 +60,11 @@ import anyio
 
 from .._core import (
     BUDGET,
+    NO_TASKS,
+    TaskMap,
     WaitQueue,
     budget_checkpoint,
     check_strict,
-    no_task,
     task_finder,
 )
 from .._core import task_info as _task_info
@@ -116,17 +116,19 @@ class RWLock:
 
     __slots__ = (
         "__weakref__",
-        "_find_task",
         "_readers",
         "_strict",
+        "_task_key",
+        "_tasks",
         "_waiters",
         "_writer",
     )
 
     def __init__(self, *, strict: bool = False) -> None:
         self._strict = check_strict(strict)
-        # The owner finder, bound on first use (see task_finder()).
-        self._find_task: Callable[[], object] = no_task
+        # The owner lookup, bound on first use (see task_finder()).
+        self._tasks: TaskMap = NO_TASKS
+        self._task_key: object = None
         self._readers: set[object] = set()
         self._writer: object | None = None
         self._waiters: WaitQueue[tuple[object, bool]] = WaitQueue()
@@ -148,15 +150,12 @@ class RWLock:
         budget.left -= 1
         if budget.left <= 0 or self._strict:
             await budget_checkpoint()
-        task = self._find_task()
+        task = self._tasks.get(self._task_key)
         if task is None:
-            task, self._find_task = task_finder()
-        if (
-            self._writer is None
-            and not self._waiters.parked
-            and task not in self._readers
-        ):
-            self._readers.add(task)
+            task, self._tasks, self._task_key = task_finder()
+        readers = self._readers
+        if self._writer is None and not self._waiters.parked and task not in readers:
+            readers.add(task)
             return
         await self._acquire_read_blocking(task)
 
@@ -178,9 +177,9 @@ class RWLock:
             queued
         :raises RuntimeError: if the current task already holds the lock
         """
-        task = self._find_task()
+        task = self._tasks.get(self._task_key)
         if task is None:
-            task, self._find_task = task_finder()
+            task, self._tasks, self._task_key = task_finder()
         self._check_not_holding(task)
         if self._writer is None and not self._waiters:
             self._readers.add(task)
@@ -195,12 +194,9 @@ class RWLock:
         :raises RuntimeError: if the current task does not hold the lock for
             reading
         """
-        task = self._find_task()
+        task = self._tasks.get(self._task_key)
         if task is None:
-            task, self._find_task = task_finder()
-        self._release_read(task)
-
-    def _release_read(self, task: object) -> None:
+            task, self._tasks, self._task_key = task_finder()
         readers = self._readers
         try:
             readers.remove(task)
@@ -228,9 +224,9 @@ class RWLock:
         budget.left -= 1
         if budget.left <= 0 or self._strict:
             await budget_checkpoint()
-        task = self._find_task()
+        task = self._tasks.get(self._task_key)
         if task is None:
-            task, self._find_task = task_finder()
+            task, self._tasks, self._task_key = task_finder()
         if self._writer is None and not self._readers and not self._waiters.parked:
             self._writer = task
             return
@@ -253,9 +249,9 @@ class RWLock:
         :raises anyio.WouldBlock: if any task holds the lock or is queued
         :raises RuntimeError: if the current task already holds the lock
         """
-        task = self._find_task()
+        task = self._tasks.get(self._task_key)
         if task is None:
-            task, self._find_task = task_finder()
+            task, self._tasks, self._task_key = task_finder()
         self._check_not_holding(task)
         if self._writer is None and not self._readers and not self._waiters:
             self._writer = task
@@ -271,12 +267,9 @@ class RWLock:
         :raises RuntimeError: if the current task does not hold the lock for
             writing
         """
-        task = self._find_task()
+        task = self._tasks.get(self._task_key)
         if task is None:
-            task, self._find_task = task_finder()
-        self._release_write(task)
-
-    def _release_write(self, task: object) -> None:
+            task, self._tasks, self._task_key = task_finder()
         if self._writer is not task:
             raise RuntimeError("the current task does not hold this RWLock for writing")
         self._writer = None
@@ -380,9 +373,9 @@ class Reading:
         budget.left -= 1
         if budget.left <= 0 or lock._strict:
             await budget_checkpoint()
-        task = lock._find_task()
+        task = lock._tasks.get(lock._task_key)
         if task is None:
-            task, lock._find_task = task_finder()
+            task, lock._tasks, lock._task_key = task_finder()
         if self._task is not None:
             raise RuntimeError("this RWLock.read() context manager is already in use")
         self._task = task
@@ -405,12 +398,12 @@ class Reading:
         exc_val: BaseException | None,
         exc_tb: TracebackType | None,
     ) -> None:
-        # An ``async with`` exits in the task that entered it, so the task
-        # remembered on entry is the current one.
-        task, self._task = self._task, None
-        if task is None:
+        # An ``async with`` exits in the task that entered it, so
+        # release_read() finds the task that acquired.
+        entered, self._task = self._task, None
+        if entered is None:
             raise RuntimeError("this RWLock.read() context manager was not entered")
-        self._lock._release_read(task)
+        self._lock.release_read()
 
 
 class Writing:
@@ -429,9 +422,9 @@ class Writing:
         budget.left -= 1
         if budget.left <= 0 or lock._strict:
             await budget_checkpoint()
-        task = lock._find_task()
+        task = lock._tasks.get(lock._task_key)
         if task is None:
-            task, lock._find_task = task_finder()
+            task, lock._tasks, lock._task_key = task_finder()
         if self._task is not None:
             raise RuntimeError("this RWLock.write() context manager is already in use")
         self._task = task
@@ -450,7 +443,7 @@ class Writing:
         exc_val: BaseException | None,
         exc_tb: TracebackType | None,
     ) -> None:
-        task, self._task = self._task, None
-        if task is None:
+        entered, self._task = self._task, None
+        if entered is None:
             raise RuntimeError("this RWLock.write() context manager was not entered")
-        self._lock._release_write(task)
+        self._lock.release_write()
