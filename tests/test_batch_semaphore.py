@@ -20,6 +20,7 @@ import anyio.lowlevel
 import pytest
 
 from anyio_prims import BatchSemaphore, BatchSemaphoreStatistics
+from anyio_prims._core import FORCE_GENERIC
 
 from ._tasks import Call, settle
 
@@ -419,6 +420,30 @@ async def test_cancelling_every_queued_waiter_loses_nothing(source: str) -> None
     assert sem.available_permits == 2
     assert sem.statistics().tasks_waiting == 0
     await sem.acquire(2)
+
+
+async def test_release_passes_over_a_head_whose_task_was_just_cancelled(
+    anyio_backend_name: str,
+) -> None:
+    # task.cancel() on a parked asyncio task cancels its wait at once, but the
+    # task runs only later.  A release in between must not let that head hold
+    # back the smaller request behind it.
+    if anyio_backend_name != "asyncio" or FORCE_GENERIC:
+        pytest.skip("asyncio waiters only: they see a cancelled wait at once")
+    sem = BatchSemaphore(0)
+    async with anyio.create_task_group() as tg:
+        large = acquire_call(sem, 3, "asyncio_task_cancel").start(tg)
+        await settle()
+        small = Holder(sem, 1).start(tg)
+        await settle()
+        large.cancel()
+        sem.release(1)
+        assert sem.available_permits == 0  # granted to ``small`` at once
+        await settle()
+        assert large.outcome == "cancelled"
+        assert small.holding
+        small.stop()
+    assert sem.available_permits == 1
 
 
 async def test_cancelled_non_fair_acquire_holds_nothing(source: str) -> None:

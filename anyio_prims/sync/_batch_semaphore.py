@@ -215,13 +215,17 @@ class BatchSemaphore:
                     continue
                 n = head.payload
                 if n > self._value:
-                    if head._gone():
+                    # A cancelled head must not hold back smaller requests
+                    # behind it; with no permit left, none of them fits.
+                    if self._value > 0 and head._gone():
                         waiters._drop_head()
                         continue
                     break
                 parked.popleft()
                 if head.try_grant(n):  # n is what _give_back() gets back
                     self._value -= n
+                    if self._value < 1:
+                        return  # every request is for at least one permit
                 else:
                     head._abandon()  # its task was cancelled; it counts nothing
         elif self._value > 0 and waiters:
