@@ -360,11 +360,11 @@ class RWLock:
 class Reading:
     """``async with`` form of :meth:`RWLock.read`."""
 
-    __slots__ = ("_lock", "_task")
+    __slots__ = ("_entered", "_lock")
 
     def __init__(self, lock: RWLock) -> None:
         self._lock = lock
-        self._task: object | None = None
+        self._entered = False  # entered and not yet exited
 
     async def __aenter__(self) -> None:
         # RWLock.acquire_read, inlined: no nested coroutine on the fast path.
@@ -376,20 +376,17 @@ class Reading:
         task = lock._tasks.get(lock._task_key)
         if task is None:
             task, lock._tasks, lock._task_key = task_finder()
-        if self._task is not None:
+        if self._entered:
             raise RuntimeError("this RWLock.read() context manager is already in use")
-        self._task = task
-        if (
-            lock._writer is None
-            and not lock._waiters.parked
-            and task not in lock._readers
-        ):
-            lock._readers.add(task)
+        self._entered = True
+        readers = lock._readers
+        if lock._writer is None and not lock._waiters.parked and task not in readers:
+            readers.add(task)
             return
         try:
             await lock._acquire_read_blocking(task)
         except BaseException:
-            self._task = None
+            self._entered = False
             raise
 
     async def __aexit__(
@@ -400,8 +397,8 @@ class Reading:
     ) -> None:
         # An ``async with`` exits in the task that entered it, so
         # release_read() finds the task that acquired.
-        entered, self._task = self._task, None
-        if entered is None:
+        entered, self._entered = self._entered, False
+        if not entered:
             raise RuntimeError("this RWLock.read() context manager was not entered")
         self._lock.release_read()
 
@@ -409,11 +406,11 @@ class Reading:
 class Writing:
     """``async with`` form of :meth:`RWLock.write`."""
 
-    __slots__ = ("_lock", "_task")
+    __slots__ = ("_entered", "_lock")
 
     def __init__(self, lock: RWLock) -> None:
         self._lock = lock
-        self._task: object | None = None
+        self._entered = False  # entered and not yet exited
 
     async def __aenter__(self) -> None:
         # RWLock.acquire_write, inlined: no nested coroutine on the fast path.
@@ -425,16 +422,16 @@ class Writing:
         task = lock._tasks.get(lock._task_key)
         if task is None:
             task, lock._tasks, lock._task_key = task_finder()
-        if self._task is not None:
+        if self._entered:
             raise RuntimeError("this RWLock.write() context manager is already in use")
-        self._task = task
+        self._entered = True
         if lock._writer is None and not lock._readers and not lock._waiters.parked:
             lock._writer = task
             return
         try:
             await lock._acquire_write_blocking(task)
         except BaseException:
-            self._task = None
+            self._entered = False
             raise
 
     async def __aexit__(
@@ -443,7 +440,7 @@ class Writing:
         exc_val: BaseException | None,
         exc_tb: TracebackType | None,
     ) -> None:
-        entered, self._task = self._task, None
-        if entered is None:
+        entered, self._entered = self._entered, False
+        if not entered:
             raise RuntimeError("this RWLock.write() context manager was not entered")
         self._lock.release_write()
