@@ -318,6 +318,11 @@ async def test_cancelled_waiter_keeps_the_others_in_order() -> None:
     assert order == ["first", "last"]
 
 
+def _owner_id(lock: Lock) -> int | None:
+    owner = lock.statistics().owner
+    return None if owner is None else owner.id
+
+
 @pytest.mark.usefixtures("asyncio_only")
 async def test_granted_then_cancelled_acquire_passes_the_lock_on() -> None:
     lock = Lock()
@@ -334,9 +339,11 @@ async def test_granted_then_cancelled_acquire_passes_the_lock_on() -> None:
     await settle()
     lock.release()  # grants first ...
     assert lock.statistics().tasks_waiting == 1
+    assert _owner_id(lock) == id(first)
     first.cancel()  # ... which is cancelled before it runs
     with pytest.raises(asyncio.CancelledError):
         await first
+    assert _owner_id(lock) == id(second), "the lock was not handed on"
     await settle()
     assert second.done(), "the grant was lost"
     await second
@@ -360,11 +367,16 @@ async def test_granted_then_cancelled_acquire_leaves_the_lock_free() -> None:
     assert lock.statistics() == anyio.LockStatistics(False, None, 0)
 
 
-async def test_mutual_exclusion_under_random_cancellation() -> None:
+async def test_mutual_exclusion_and_owner_under_random_cancellation() -> None:
     lock = Lock()
     inside = 0
     entered = 0
     scopes = [anyio.CancelScope() for _ in range(12)]
+
+    def check_owner() -> None:
+        # A held or handed-over lock always names its owner; a free one none.
+        stats = lock.statistics()
+        assert stats.locked == (stats.owner is not None)
 
     async def worker(scope: anyio.CancelScope) -> None:
         nonlocal inside, entered
@@ -374,10 +386,12 @@ async def test_mutual_exclusion_under_random_cancellation() -> None:
                     inside += 1
                     entered += 1
                     assert inside == 1
+                    assert _owner_id(lock) == anyio.get_current_task().id
                     try:
                         await anyio.lowlevel.checkpoint()
                     finally:
                         inside -= 1
+                check_owner()
 
     async with anyio.create_task_group() as tg:
         for scope in scopes:
@@ -386,6 +400,7 @@ async def test_mutual_exclusion_under_random_cancellation() -> None:
             if i % 3 == 0:
                 scope.cancel()
             await anyio.lowlevel.checkpoint()
+            check_owner()
     assert not lock.locked()
     assert lock.statistics().tasks_waiting == 0
     assert entered > 0

@@ -4,10 +4,7 @@ the observable results (order of events, statistics, errors) must be equal.
 
 A scenario takes a namespace of the five classes and returns a trace.  Tasks
 are named, and statistics are recorded with task names instead of task
-objects, so traces compare across implementations.  Snapshots are taken
-only once every task is blocked: right after a release hands a lock over,
-AnyIO already names the new owner and anyio_prims does not until it runs
-(see anyio_prims/sync/_lock.py).
+objects, so traces compare across implementations.
 
 Known difference: an uncontended acquire takes its checkpoint before it
 takes the lock (AnyIO: after, shielded), so a task that snapshots
@@ -163,6 +160,8 @@ def test_capacity_limiter_constructor_errors_match(bad: float) -> None:
 
 
 async def lock_fifo(ns: SimpleNamespace, t: Tracer) -> None:
+    # Snapshots also right after each release hands the lock over, before
+    # the new owner runs: it is already named.
     t.me("main")
     lock = ns.Lock()
 
@@ -171,6 +170,7 @@ async def lock_fifo(ns: SimpleNamespace, t: Tracer) -> None:
         async with lock:
             t.add("acquired", name, t.lock_stats(lock.statistics()))
             await anyio.lowlevel.checkpoint()
+        t.add("released by", name, t.lock_stats(lock.statistics()))
 
     await lock.acquire()
     t.add(t.lock_stats(lock.statistics()))
@@ -178,6 +178,9 @@ async def lock_fifo(ns: SimpleNamespace, t: Tracer) -> None:
         await start_in_order(tg, *(partial(contend, n) for n in "abc"))
         t.add(t.lock_stats(lock.statistics()))
         lock.release()
+        t.add("handed over", t.lock_stats(lock.statistics()))
+        t.call("nowait after handoff", lock.acquire_nowait)
+        t.call("release after handoff", lock.release)
     t.add(t.lock_stats(lock.statistics()))
 
 
@@ -248,7 +251,13 @@ async def lock_checkpoints(ns: SimpleNamespace, t: Tracer) -> None:
 
 
 @pytest.mark.parametrize(
-    "scenario", [lock_fifo, lock_errors, lock_cancelled_waiter, lock_checkpoints]
+    "scenario",
+    [
+        lock_fifo,
+        lock_errors,
+        lock_cancelled_waiter,
+        lock_checkpoints,
+    ],
 )
 async def test_lock_matches_anyio(scenario: Scenario, anyio_backend_name: str) -> None:
     await assert_same_trace(scenario, anyio_backend_name)
@@ -487,8 +496,9 @@ async def race_lock(ns: SimpleNamespace, t: Tracer) -> None:
     lock = ns.Lock()
 
     async def take(name: str) -> None:
+        t.me(name)
         await lock.acquire()
-        t.add("acquired", name)
+        t.add("acquired", name, t.lock_stats(lock.statistics()))
         lock.release()
 
     await lock.acquire()
@@ -497,6 +507,7 @@ async def race_lock(ns: SimpleNamespace, t: Tracer) -> None:
     second = asyncio.ensure_future(take("second"))
     await settle()
     lock.release()
+    t.add("handed over", t.lock_stats(lock.statistics()))
     first.cancel()
     await asyncio.gather(first, second, return_exceptions=True)
     t.add(first.cancelled(), lock.locked(), lock.statistics().tasks_waiting)

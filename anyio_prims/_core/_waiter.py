@@ -93,13 +93,16 @@ class Waiter(Generic[P]):
     a number of permits); ``value`` is what it was granted, or the exception
     it was failed with; ``wait`` is what the task awaits to sleep until then,
     made with the waiter (a loop future, a Trio sleep, an event's wait).
+    ``task`` is unset unless the primitive records the parked task there
+    (``Lock`` does, to name its next owner when it grants the lock).
     """
 
-    __slots__ = ("owner", "payload", "state", "value", "wait")
+    __slots__ = ("owner", "payload", "state", "task", "value", "wait")
 
     payload: P
     owner: Parking[Any]
     state: int
+    task: object
     value: Any
     wait: Awaitable[Any]
 

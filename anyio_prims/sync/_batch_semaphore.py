@@ -202,7 +202,13 @@ class BatchSemaphore:
         self._value += n
         self._grant_waiters()
 
-    def _grant_waiters(self) -> None:
+    def _grant_waiters(self) -> Waiter[int] | None:
+        """Grant the waiters the permits now satisfy; the last one granted.
+
+        Returns ``None`` if nobody was granted (``Lock`` names its next owner
+        from the waiter returned).
+        """
+        granted: Waiter[int] | None = None
         waiters = self._waiters
         if self._fair:
             # WaitQueue.peek() inlined: this runs on every contended release
@@ -224,8 +230,9 @@ class BatchSemaphore:
                 parked.popleft()
                 if head.try_grant(n):  # n is what _give_back() gets back
                     self._value -= n
+                    granted = head
                     if self._value < 1:
-                        return  # every request is for at least one permit
+                        return head  # every request is for at least one permit
                 else:
                     head._abandon()  # its task was cancelled; it counts nothing
         elif self._value > 0 and waiters:
@@ -241,6 +248,8 @@ class BatchSemaphore:
             for waiter in waiters.take_where(fits):
                 self._value -= waiter.payload
                 waiter.grant(waiter.payload)
+                granted = waiter
+        return granted
 
     def close(self) -> None:
         """Fail every queued and later :meth:`acquire` with ClosedResourceError.

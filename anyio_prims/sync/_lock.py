@@ -27,13 +27,15 @@
 #
 # Lock invariants:
 #   _sem._value == 1  iff  nobody holds the lock and nobody has been handed it;
-#   _owner            the task holding the lock once it runs, else None.
-# release() hands the lock straight to the first waiter (``_value`` stays 0);
-# the waiter records itself as ``_owner`` when it resumes, because the
-# semaphore's waiters carry a permit count, not a task.  In between, locked()
-# is True and statistics().owner is None (AnyIO already names the new owner).
-# The handed-over lock cannot be lost: a waiter cancelled after the grant
-# gives it back (``_give_back``) before it could record itself.
+#   _owner            the task holding the lock, or the task it has been
+#                     handed to and that has not run yet; None when free.
+# release() hands the lock straight to the first waiter (``_value`` stays 0)
+# and names that waiter's task as ``_owner`` at once, as AnyIO and Trio do:
+# a contended acquire records its task on its waiter (``waiter.task``), and
+# ``BatchSemaphore._grant_waiters`` returns the waiter it granted.  The
+# handed-over lock cannot be lost: a waiter cancelled after the grant gives
+# it back (``_give_back``), which clears ``_owner`` and hands the lock to the
+# next waiter, naming it in turn.
 #
 # The owner is found by a lookup bound on first use: ``self._tasks.get(
 # self._task_key)``, where ``task_finder()`` supplies the map and key (on
@@ -43,10 +45,19 @@
 from __future__ import annotations
 
 from types import TracebackType
+from typing import NoReturn
 
 import anyio
 
-from .._core import BUDGET, NO_TASKS, TaskMap, budget_checkpoint, task_finder, task_info
+from .._core import (
+    BUDGET,
+    NO_TASKS,
+    TaskMap,
+    Waiter,
+    budget_checkpoint,
+    task_finder,
+    task_info,
+)
 from ._batch_semaphore import BatchSemaphore
 
 
@@ -100,13 +111,14 @@ class Lock:
             return
         if self._owner is task:
             raise RuntimeError("Attempted to acquire an already held Lock")
-        # BatchSemaphore.acquire(1)'s wait, inlined (see the module comment).
+        # BatchSemaphore.acquire(1)'s wait, inlined (see the module comment);
+        # the grant names this task the owner.
         waiter = sem._waiters.enqueue(1)
+        waiter.task = task
         try:
             await waiter.wait
         except BaseException as exc:
-            sem._leave_and_raise(waiter, exc)
-        self._owner = task
+            self._leave_and_raise(waiter, exc)
 
     def acquire_nowait(self) -> None:
         """Acquire the lock without blocking.  Not a checkpoint.
@@ -142,7 +154,29 @@ class Lock:
         sem = self._sem
         sem._value = 1
         if sem._waiters.parked:
-            sem._grant_waiters()
+            granted = sem._grant_waiters()
+            if granted is not None:
+                self._owner = granted.task
+
+    def _leave_and_raise(self, waiter: Waiter[int], exc: BaseException) -> NoReturn:
+        # A parked acquire raised ``exc`` (a cancellation): as
+        # BatchSemaphore._leave_and_raise, with the owner kept up to date.  A
+        # lock granted meanwhile goes to the next waiter through _give_back.
+        sem = self._sem
+        sem._waiters._interrupted(waiter, exc, self._give_back)
+        granted = sem._grant_waiters()
+        if granted is not None:
+            self._owner = granted.task
+        raise exc
+
+    def _give_back(self, n: int) -> None:
+        # The lock was handed to a task cancelled before it ran: pass it on.
+        self._owner = None
+        sem = self._sem
+        sem._value += n
+        granted = sem._grant_waiters()
+        if granted is not None:
+            self._owner = granted.task
 
     def locked(self) -> bool:
         """Whether the lock is held (or has been handed to a waiter)."""
