@@ -1,11 +1,17 @@
 # The only module that knows which event loop is running.
 #
-# Detection is a single C call on the slow paths that need it:
-# ``asyncio._get_running_loop()`` answers for asyncio (and uvloop, whose loop
-# is an asyncio loop); otherwise, if Trio has been imported, Trio is assumed;
-# anything else falls back to the generic waiter, which speaks only AnyIO's
-# public API.  ``ANYIO_PRIMS_WAITER=generic`` forces the generic waiter and the
-# generic checkpoints everywhere; it is read once, at import.
+# Detection, on the slow paths that need it: asyncio (and uvloop, whose loop
+# is an asyncio loop) when ``asyncio._get_running_loop()`` names a loop *and*
+# an asyncio task is running on it; otherwise, if Trio has been imported,
+# Trio is assumed; anything else falls back to the generic waiter, which
+# speaks only AnyIO's public API.  The task check matters for Trio in guest
+# mode on an asyncio host: Trio's tasks then run inside the host loop's
+# callbacks, so a loop is running but no asyncio task is.  The check is a
+# membership test on asyncio's own loop -> task map, which holds a loop only
+# while one of its tasks runs (about 12 ns; ``asyncio.current_task`` is
+# asked only where the map says no task).  ``ANYIO_PRIMS_WAITER=generic``
+# forces the generic waiter and the generic checkpoints everywhere; it is
+# read once, at import.
 #
 # Everything here is a slow path or a 1-in-64 path.  Fast paths in the
 # primitives never call into this module.
@@ -50,11 +56,34 @@ def trio_lowlevel() -> Any:
     return _trio_lowlevel
 
 
+#: asyncio's map of running loop -> running task, where this Python keeps one
+#: that its tasks maintain (3.10-3.13 do); :func:`task_finder` checks before
+#: relying on it.
+_found: object = getattr(asyncio.tasks, "_current_tasks", None)
+_tasks_by_loop: dict[object, object] = (
+    _found if isinstance(_found, dict) else {}  # pragma: no branch
+)
+
+
+def asyncio_loop() -> asyncio.AbstractEventLoop | None:
+    """The running asyncio loop if an asyncio task runs on it, else ``None``.
+
+    ``None`` also for a Trio task in guest mode on an asyncio host (see the
+    top of this module).  Hot paths write this out inline.
+    """
+    loop = _get_running_loop()
+    if loop is not None and (
+        loop in _tasks_by_loop or _asyncio_current_task(loop) is not None
+    ):
+        return loop
+    return None
+
+
 def running_backend() -> str:
     """Name the waiter implementation for the running event loop."""
     if FORCE_GENERIC:
         return GENERIC
-    if _get_running_loop() is not None:
+    if asyncio_loop() is not None:
         return ASYNCIO
     if "trio" in sys.modules:
         return TRIO
@@ -77,7 +106,10 @@ def checkpoint() -> Awaitable[None]:
     ours (the strict mode of every primitive takes one per call).
     """
     if not FORCE_GENERIC:
-        if _get_running_loop() is not None:
+        loop = _get_running_loop()  # asyncio_loop() written out
+        if loop is not None and (
+            loop in _tasks_by_loop or _asyncio_current_task(loop) is not None
+        ):
             return _asyncio_yield()
         if "trio" in sys.modules:
             return trio_lowlevel().checkpoint()  # type: ignore[no-any-return]
@@ -95,18 +127,10 @@ def current_task() -> object:
         task = _asyncio_current_task(loop)
         if task is not None:
             return task
-    elif "trio" in sys.modules:
+    if "trio" in sys.modules:
+        # Also Trio in guest mode on an asyncio host: a loop, but no task.
         return trio_lowlevel().current_task()
     raise RuntimeError("no task is running: call this from inside an event loop")
-
-
-#: asyncio's map of running loop -> running task, where this Python keeps one
-#: that its tasks maintain (3.10-3.13 do); :func:`task_finder` checks before
-#: relying on it.
-_found: object = getattr(asyncio.tasks, "_current_tasks", None)
-_tasks_by_loop: dict[object, object] = (
-    _found if isinstance(_found, dict) else {}  # pragma: no branch
-)
 
 
 class TaskMap(Protocol):
@@ -174,16 +198,12 @@ def task_finder() -> tuple[object, TaskMap, object]:
     :raises RuntimeError: if no task is running
     """
     loop = _get_running_loop()
-    if loop is not None:
-        task = _asyncio_current_task(loop)
-        if task is None:
-            raise RuntimeError(
-                "no task is running: call this from inside an event loop"
-            )
+    task = _asyncio_current_task(loop) if loop is not None else None
+    if task is not None:
         if _tasks_by_loop.get(loop) is task:
             return task, _tasks_by_loop, loop
         return task, _ANY_TASKS, None  # pragma: no cover - other Pythons
-    if "trio" in sys.modules:
+    if "trio" in sys.modules:  # also Trio in guest mode on an asyncio host
         return trio_lowlevel().current_task(), _TRIO_TASKS, None
     raise RuntimeError("no task is running: call this from inside an event loop")
 
@@ -240,6 +260,6 @@ def checkpoint_if_cancelled() -> Awaitable[None]:
 
     Await the result at once (the backend's own, as :func:`checkpoint`).
     """
-    if not FORCE_GENERIC and _get_running_loop() is None and "trio" in sys.modules:
+    if not FORCE_GENERIC and asyncio_loop() is None and "trio" in sys.modules:
         return trio_lowlevel().checkpoint_if_cancelled()  # type: ignore[no-any-return]
     return anyio.lowlevel.checkpoint_if_cancelled()

@@ -57,13 +57,20 @@ from __future__ import annotations
 
 import sys
 from asyncio import AbstractEventLoop, InvalidStateError, _get_running_loop
+from asyncio import current_task as _asyncio_current_task
 from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any, Final, Generic, TypeVar
 
 import anyio
 
-from ._backend import FORCE_GENERIC, is_cancellation, rearm_cancellation, trio_lowlevel
+from ._backend import (
+    FORCE_GENERIC,
+    _tasks_by_loop,
+    is_cancellation,
+    rearm_cancellation,
+    trio_lowlevel,
+)
 from ._budget import BUDGET, BUDGET_SIZE
 
 P = TypeVar("P")  # what a parked task offers: an item, a number of permits
@@ -237,8 +244,10 @@ def new_waiter(payload: P, owner: Parking[Any]) -> Waiter[P]:
     """
     WAITER_STATS.created += 1
     if not FORCE_GENERIC:
-        loop = _get_running_loop()
-        if loop is not None:
+        loop = _get_running_loop()  # _backend.asyncio_loop() written out
+        if loop is not None and (
+            loop in _tasks_by_loop or _asyncio_current_task(loop) is not None
+        ):
             return AsyncioWaiter(payload, owner, loop)
         if "trio" in sys.modules:
             return TrioWaiter(payload, owner)
