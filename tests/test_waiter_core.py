@@ -613,7 +613,7 @@ async def test_slot_is_empty_after_its_waiter_is_cancelled() -> None:
         scope.cancel()
         await settle()
         assert not slot
-        assert slot.waiter is None
+        assert slot.parked is None
         assert slot.pop() is None
     assert results == {}
     assert scope.cancelled_caught
@@ -630,7 +630,7 @@ async def test_slot_pop_skips_a_gone_waiter() -> None:
     assert slot.pop() is None
     await finish(task)
     assert task.cancelled()
-    assert slot.waiter is None
+    assert slot.parked is None
 
 
 @pytest.mark.usefixtures("asyncio_only")

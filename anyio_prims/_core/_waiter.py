@@ -441,33 +441,35 @@ class WaitQueue(Parking[P]):
 class Slot(Parking[P]):
     """At most one parked waiter: for a side that only one task may use."""
 
-    __slots__ = ("waiter",)
+    __slots__ = ("parked",)
 
     def __init__(self) -> None:
-        self.waiter: Waiter[P] | None = None
+        #: The parked waiter, live or not, or None: as ``WaitQueue.parked``,
+        #: empty (falsy) means nobody waits, a waiter means somebody may.
+        self.parked: Waiter[P] | None = None
 
     def __bool__(self) -> bool:
-        waiter = self.waiter
+        waiter = self.parked
         return waiter is not None and not waiter._gone()
 
     def enqueue(self, payload: P) -> Waiter[P]:
         """As :meth:`WaitQueue.enqueue`; the slot must be empty."""
         waiter = new_waiter(payload, self)
-        self.waiter = waiter
+        self.parked = waiter
         BUDGET.left = BUDGET_SIZE  # a schedule point, as in WaitQueue
         return waiter
 
     def pop(self) -> Waiter[P] | None:
         """Remove and return the parked waiter if it is live."""
-        waiter = self.waiter
+        waiter = self.parked
         if waiter is None:
             return None
-        self.waiter = None
+        self.parked = None
         if waiter._gone():
             waiter._abandon()
             return None
         return waiter
 
     def _abandoned(self, waiter: Waiter[Any]) -> None:
-        if self.waiter is waiter:
-            self.waiter = None
+        if self.parked is waiter:
+            self.parked = None

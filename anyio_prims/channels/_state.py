@@ -107,19 +107,21 @@ class ChannelStatistics:
 
 def check_capacity(capacity: object) -> float:
     """``capacity`` as an int >= 0 or ``math.inf``, or a TypeError/ValueError."""
-    if type(capacity) is int or (
-        isinstance(capacity, int) and not isinstance(capacity, bool)
-    ):
-        if capacity < 0:
-            raise ValueError(f"capacity must be >= 0 or math.inf, got {capacity}")
-        return int(capacity)
-    if isinstance(capacity, float):
-        if capacity == INF:
-            return INF
-        raise ValueError(f"capacity must be an int >= 0 or math.inf, got {capacity}")
-    raise TypeError(
-        f"capacity must be an int or math.inf, not {type(capacity).__name__}"
-    )
+    if type(capacity) is not int:
+        if isinstance(capacity, float):
+            if capacity == INF:
+                return INF
+            raise ValueError(
+                f"capacity must be an int >= 0 or math.inf, got {capacity}"
+            )
+        if not isinstance(capacity, int) or isinstance(capacity, bool):
+            raise TypeError(
+                f"capacity must be an int or math.inf, not {type(capacity).__name__}"
+            )
+        capacity = int(capacity)  # an int subclass, as a plain int
+    if capacity < 0:
+        raise ValueError(f"capacity must be >= 0 or math.inf, got {capacity}")
+    return capacity
 
 
 def check_max_items(max_items: object) -> int:
@@ -135,6 +137,9 @@ def check_max_items(max_items: object) -> int:
 
 class Waiting(Protocol[P]):
     """What ``Slot`` and ``WaitQueue`` have in common."""
+
+    #: Falsy when nobody is parked (one attribute test, for the close paths).
+    parked: Any
 
     def __bool__(self) -> bool: ...
 
@@ -164,7 +169,7 @@ def take_owned(
     if isinstance(waiting, WaitQueue):
         return waiting.take_where(lambda waiter: owner_of(waiter.payload) is owner)
     if isinstance(waiting, Slot):
-        parked = waiting.waiter
+        parked = waiting.parked
         if parked is not None and owner_of(parked.payload) is owner:
             live = waiting.pop()
             return [] if live is None else [live]
@@ -422,11 +427,13 @@ class ChannelState(Generic[T]):
     def close_sender(self, sender: object) -> None:
         """``sender`` closed: fail its blocked sends; maybe end the stream."""
         self.senders -= 1
-        if self.send_waiters:
+        # ``.parked`` first: closing a channel nobody waits on is the common
+        # case, and one attribute test is cheaper than ``bool(waiting)``.
+        if self.send_waiters.parked and self.send_waiters:
             for waiter in take_owned(self.send_waiters, sender, _sender_of):
                 waiter.fail(anyio.ClosedResourceError())
             self.sync()
-        if not self.senders and self.recv_waiters:
+        if not self.senders and self.recv_waiters.parked and self.recv_waiters:
             # I1: the buffer is empty while receivers are parked.
             for waiter in drain(self.recv_waiters):
                 waiter.fail(anyio.EndOfStream())
@@ -435,16 +442,20 @@ class ChannelState(Generic[T]):
     def close_receiver(self, receiver: object) -> None:
         """``receiver`` closed: fail its blocked receives; maybe break sends."""
         self.receivers -= 1
-        if self.recv_waiters:
+        if self.recv_waiters.parked and self.recv_waiters:
             for waiter in take_owned(self.recv_waiters, receiver, _receiver_of):
                 waiter.fail(anyio.ClosedResourceError())
             self.sync()
         if not self.receivers:
-            # Unconditionally: draining also drops cancelled senders' waiters
-            # still queued, and the items they hold.
-            for waiter in drain(self.send_waiters):
-                waiter.fail(anyio.BrokenResourceError())
-            self.sync()  # sends now fail at once: close their fast path
+            if self.send_waiters.parked:
+                # Whenever anything is parked, live or not: draining also
+                # drops cancelled senders' waiters still queued, and the
+                # items they hold.
+                for waiter in drain(self.send_waiters):
+                    waiter.fail(anyio.BrokenResourceError())
+                self.sync()
+            else:
+                self.send_limit = 0  # what sync() gives with no receiver
             if self.buffer:
                 # Release the items only now: their __del__ may use the
                 # channel, which must be consistent by then.
