@@ -4,9 +4,9 @@ In guest mode Trio's tasks run inside the host loop's callbacks, so an
 asyncio loop is running while no asyncio task is.  The waiter core must
 still park a Trio task the Trio way (an asyncio future awaited from a Trio
 task makes Trio raise ``TypeError``), and checkpoints and owner lookups
-must be Trio's.  These tests start their own asyncio host, so they are
-plain functions, run once per waiter implementation (the suite runs again
-with ``ANYIO_PRIMS_WAITER=generic``).
+must be Trio's.  These tests start their own host loop (asyncio, and uvloop
+where it is installed), so they are plain functions, run once per waiter
+implementation (the suite runs again with ``ANYIO_PRIMS_WAITER=generic``).
 """
 
 from __future__ import annotations
@@ -38,10 +38,18 @@ trio = pytest.importorskip("trio")
 pytest.importorskip("trio.testing")
 
 
-def run_as_guest(trio_main: Callable[[], Awaitable[Any]]) -> Any:
-    """Run ``trio_main`` with Trio as a guest of a fresh asyncio loop."""
+@pytest.fixture(params=["asyncio", "uvloop"])
+def host(request: pytest.FixtureRequest) -> str:
+    """The host loop Trio runs as a guest of."""
+    if request.param == "uvloop":
+        pytest.importorskip("uvloop")
+    return str(request.param)
 
-    async def host() -> Any:
+
+def run_as_guest(host: str, trio_main: Callable[[], Awaitable[Any]]) -> Any:
+    """Run ``trio_main`` with Trio as a guest of a fresh ``host`` loop."""
+
+    async def run_host() -> Any:
         loop = asyncio.get_running_loop()
         done: asyncio.Future[Any] = loop.create_future()
         trio.lowlevel.start_guest_run(
@@ -52,10 +60,19 @@ def run_as_guest(trio_main: Callable[[], Awaitable[Any]]) -> Any:
         )
         return (await done).unwrap()
 
-    return asyncio.run(host())
+    if host == "uvloop":
+        import uvloop
+
+        loop = uvloop.new_event_loop()
+    else:
+        loop = asyncio.new_event_loop()
+    try:
+        return loop.run_until_complete(run_host())
+    finally:
+        loop.close()
 
 
-def test_locks_hand_over_between_trio_guest_tasks() -> None:
+def test_locks_hand_over_between_trio_guest_tasks(host: str) -> None:
     order: list[str] = []
 
     async def main() -> None:
@@ -82,11 +99,11 @@ def test_locks_hand_over_between_trio_guest_tasks() -> None:
         assert sem.value == 1
         assert batch.available_permits == 2
 
-    run_as_guest(main)
+    run_as_guest(host, main)
     assert order == ["a", "b", "c"]
 
 
-def test_lock_names_its_trio_guest_owner() -> None:
+def test_lock_names_its_trio_guest_owner(host: str) -> None:
     async def main() -> None:
         lock = Lock()
         await lock.acquire()
@@ -95,10 +112,10 @@ def test_lock_names_its_trio_guest_owner() -> None:
         assert owner.id == anyio.get_current_task().id
         lock.release()
 
-    run_as_guest(main)
+    run_as_guest(host, main)
 
 
-def test_event_and_condition_wake_trio_guest_tasks() -> None:
+def test_event_and_condition_wake_trio_guest_tasks(host: str) -> None:
     async def main() -> list[str]:
         woke: list[str] = []
         event = Event()
@@ -122,13 +139,13 @@ def test_event_and_condition_wake_trio_guest_tasks() -> None:
                 cond.notify_all()
         return woke
 
-    assert sorted(run_as_guest(main)) == ["condition", "event"]
+    assert sorted(run_as_guest(host, main)) == ["condition", "event"]
 
 
 @pytest.mark.parametrize("flavour", [mpsc, spmc, mpmc])
 @pytest.mark.parametrize("strict", [False, True])
 def test_channels_block_and_deliver_in_trio_guest_mode(
-    flavour: Any, strict: bool
+    host: str, flavour: Any, strict: bool
 ) -> None:
     async def main() -> list[int]:
         tx, rx = flavour.channel(0, strict=strict)
@@ -146,10 +163,10 @@ def test_channels_block_and_deliver_in_trio_guest_mode(
                     await tx.send(i)  # capacity 0: every send parks
         return got
 
-    assert run_as_guest(main) == list(range(100))
+    assert run_as_guest(host, main) == list(range(100))
 
 
-def test_drop_in_stream_and_oneshot_in_trio_guest_mode() -> None:
+def test_drop_in_stream_and_oneshot_in_trio_guest_mode(host: str) -> None:
     async def main() -> list[int]:
         tx, rx = create_memory_object_stream[int](0)
         one_tx, one_rx = oneshot.channel[int]()
@@ -169,10 +186,10 @@ def test_drop_in_stream_and_oneshot_in_trio_guest_mode() -> None:
         rx.close()
         return got
 
-    assert run_as_guest(main) == [7, 8]
+    assert run_as_guest(host, main) == [7, 8]
 
 
-def test_a_trio_cancel_scope_cancels_a_blocked_receive_in_guest_mode() -> None:
+def test_a_trio_cancel_scope_cancels_a_blocked_receive_in_guest_mode(host: str) -> None:
     async def main() -> tuple[bool, int]:
         tx, rx = mpsc.channel[int](1)
         with trio.move_on_after(0.01) as scope:
@@ -180,10 +197,10 @@ def test_a_trio_cancel_scope_cancels_a_blocked_receive_in_guest_mode() -> None:
         tx.send_nowait(5)  # nothing was taken by the cancelled receive
         return scope.cancelled_caught, rx.receive_nowait()
 
-    assert run_as_guest(main) == (True, 5)
+    assert run_as_guest(host, main) == (True, 5)
 
 
-def test_executor_runs_jobs_in_trio_guest_mode() -> None:
+def test_executor_runs_jobs_in_trio_guest_mode(host: str) -> None:
     async def double(x: int) -> int:
         await trio.sleep(0)
         return 2 * x
@@ -193,4 +210,4 @@ def test_executor_runs_jobs_in_trio_guest_mode() -> None:
             handles = [ex.spawn(double, i) for i in range(10)]
             return [await h for h in handles]
 
-    assert run_as_guest(main) == [2 * i for i in range(10)]
+    assert run_as_guest(host, main) == [2 * i for i in range(10)]

@@ -154,29 +154,29 @@ class Lock:
         sem = self._sem
         sem._value = 1
         if sem._waiters.parked:
-            granted = sem._grant_waiters()
+            granted = sem._grant_waiters()  # _hand_over(), inlined: hot path
             if granted is not None:
                 self._owner = granted.task
+
+    def _hand_over(self) -> None:
+        # Grant whoever the semaphore now lets in, and name it the owner.
+        granted = self._sem._grant_waiters()
+        if granted is not None:
+            self._owner = granted.task
 
     def _leave_and_raise(self, waiter: Waiter[int], exc: BaseException) -> NoReturn:
         # A parked acquire raised ``exc`` (a cancellation): as
         # BatchSemaphore._leave_and_raise, with the owner kept up to date.  A
         # lock granted meanwhile goes to the next waiter through _give_back.
-        sem = self._sem
-        sem._waiters._interrupted(waiter, exc, self._give_back)
-        granted = sem._grant_waiters()
-        if granted is not None:
-            self._owner = granted.task
+        self._sem._waiters._interrupted(waiter, exc, self._give_back)
+        self._hand_over()
         raise exc
 
     def _give_back(self, n: int) -> None:
         # The lock was handed to a task cancelled before it ran: pass it on.
         self._owner = None
-        sem = self._sem
-        sem._value += n
-        granted = sem._grant_waiters()
-        if granted is not None:
-            self._owner = granted.task
+        self._sem._value += n
+        self._hand_over()
 
     def locked(self) -> bool:
         """Whether the lock is held (or has been handed to a waiter)."""
