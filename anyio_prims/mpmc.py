@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Generic, TypeVar
 
-from ._core import WaitQueue, check_strict
+from ._core import check_strict
 from .channels._endpoints import CloneableReceiver, CloneableSender
 from .channels._state import ChannelState, ChannelStatistics, check_capacity
 
@@ -54,6 +54,9 @@ class channel(tuple[Sender[T], Receiver[T]]):
         cls, capacity: float, *, strict: bool = False
     ) -> tuple[Sender[T], Receiver[T]]:
         state: ChannelState[T] = ChannelState(
-            check_capacity(capacity), check_strict(strict), WaitQueue(), WaitQueue()
+            check_capacity(capacity),
+            check_strict(strict),
+            False,  # single_sender
+            False,  # single_receiver
         )
         return Sender(state), Receiver(state)

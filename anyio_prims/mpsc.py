@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Generic, TypeVar
 
-from ._core import Slot, WaitQueue, check_strict
+from ._core import check_strict
 from .channels._endpoints import CloneableSender
 from .channels._endpoints import Receiver as _Receiver
 from .channels._state import ChannelState, ChannelStatistics, check_capacity
@@ -61,6 +61,9 @@ class channel(tuple[Sender[T], Receiver[T]]):
         cls, capacity: float, *, strict: bool = False
     ) -> tuple[Sender[T], Receiver[T]]:
         state: ChannelState[T] = ChannelState(
-            check_capacity(capacity), check_strict(strict), WaitQueue(), Slot()
+            check_capacity(capacity),
+            check_strict(strict),
+            False,  # single_sender
+            True,  # single_receiver
         )
         return Sender(state), Receiver(state)

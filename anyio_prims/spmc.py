@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Generic, TypeVar
 
-from ._core import Slot, WaitQueue, check_strict
+from ._core import check_strict
 from .channels._endpoints import CloneableReceiver
 from .channels._endpoints import Sender as _Sender
 from .channels._state import ChannelState, ChannelStatistics, check_capacity
@@ -61,6 +61,9 @@ class channel(tuple[Sender[T], Receiver[T]]):
         cls, capacity: float, *, strict: bool = False
     ) -> tuple[Sender[T], Receiver[T]]:
         state: ChannelState[T] = ChannelState(
-            check_capacity(capacity), check_strict(strict), Slot(), WaitQueue()
+            check_capacity(capacity),
+            check_strict(strict),
+            True,  # single_sender
+            False,  # single_receiver
         )
         return Sender(state), Receiver(state)

@@ -147,6 +147,19 @@ async def test_empty_queue_pops_and_peeks_none() -> None:
     assert not q
 
 
+async def test_the_unopened_stand_in_reads_empty_and_refuses_a_waiter() -> None:
+    stand_in = core.NOT_OPENED
+    assert not stand_in.parked
+    assert not stand_in
+    assert len(stand_in) == 0
+    assert stand_in.pop() is None
+    before = WAITER_STATS.created
+    with pytest.raises(RuntimeError, match="never opened"):
+        stand_in.enqueue(1)
+    assert WAITER_STATS.created == before
+    assert not stand_in.parked  # still empty: shared by every channel
+
+
 async def test_peek_returns_the_head_without_removing_it() -> None:
     q: WaitQueue[int] = WaitQueue()
     results: dict[object, object] = {}

@@ -18,13 +18,22 @@ from ._backend import (
 )
 from ._budget import BUDGET, BUDGET_SIZE
 from ._mode import budget_checkpoint, check_strict
-from ._waiter import FAILED, PENDING, WAITER_STATS, Slot, Waiter, WaitQueue
+from ._waiter import (
+    FAILED,
+    NOT_OPENED,
+    PENDING,
+    WAITER_STATS,
+    Slot,
+    Waiter,
+    WaitQueue,
+)
 
 __all__ = [
     "BUDGET",
     "BUDGET_SIZE",
     "FAILED",
     "FORCE_GENERIC",
+    "NOT_OPENED",
     "NO_TASKS",
     "PENDING",
     "WAITER_STATS",

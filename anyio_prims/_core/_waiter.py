@@ -473,3 +473,41 @@ class Slot(Parking[P]):
     def _abandoned(self, waiter: Waiter[Any]) -> None:
         if self.parked is waiter:
             self.parked = None
+
+
+class Unopened(Parking[Any]):
+    """The stand-in for a wait structure nobody has parked in yet.
+
+    A primitive that is often made and dropped without ever blocking (a
+    channel) starts each side with :data:`NOT_OPENED` and makes its real
+    ``WaitQueue`` or ``Slot`` on the first park.  Every read sees an empty
+    structure (``parked`` falsy, ``bool()`` false, ``pop()`` None); parking
+    here is a bug in the primitive, and raises.
+    """
+
+    __slots__ = ("parked",)
+
+    def __init__(self) -> None:
+        #: As ``WaitQueue.parked`` and ``Slot.parked``: falsy, nobody waits.
+        self.parked: None = None
+
+    def __bool__(self) -> bool:
+        return False
+
+    def __len__(self) -> int:
+        return 0
+
+    def pop(self) -> None:
+        """Nobody is parked here: always ``None``."""
+        return None
+
+    def enqueue(self, payload: Any) -> Waiter[Any]:
+        raise RuntimeError("parked on a wait structure that was never opened")
+
+    def _abandoned(self, waiter: Waiter[Any]) -> None:  # pragma: no cover
+        raise RuntimeError("no waiter is ever parked on an unopened structure")
+
+
+#: The one :class:`Unopened` stand-in; every primitive may share it, since
+#: nothing is ever stored in it.
+NOT_OPENED: Final = Unopened()

@@ -30,7 +30,7 @@ from typing import Any, ClassVar, Generic, TypeVar, cast
 import anyio
 from anyio.abc import ObjectReceiveStream, ObjectSendStream
 
-from .._core import BUDGET, FAILED, budget_checkpoint
+from .._core import BUDGET, FAILED, NOT_OPENED, budget_checkpoint
 from ._state import (
     INF,
     NOTHING,
@@ -143,6 +143,8 @@ class SendEndpoint(_Endpoint, ObjectSendStream[T_contra], Generic[T_contra]):
         # The waiters' park((self, item), None), inlined: one coroutine
         # frame less on every blocking send.
         waiters = state.send_waiters
+        if waiters is NOT_OPENED:  # the first send on this channel to park
+            waiters = state.open_send_waiters()
         waiter = waiters.enqueue((self, item))
         try:
             await waiter.wait
@@ -238,6 +240,8 @@ class ReceiveEndpoint(_Endpoint, ObjectReceiveStream[T_co], Generic[T_co]):
         state.send_limit = 0  # a receiver is parked: sends go to it
         # The waiters' park(call, call), inlined as in send().
         waiters = state.recv_waiters
+        if waiters is NOT_OPENED:  # the first receive on this channel to park
+            waiters = state.open_recv_waiters()
         waiter = waiters.enqueue(call)
         try:
             await waiter.wait

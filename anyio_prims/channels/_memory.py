@@ -22,7 +22,6 @@ from typing import Any, Generic, TypeVar
 import anyio
 from anyio.streams.memory import MemoryObjectStreamStatistics
 
-from .._core import WaitQueue
 from ._endpoints import ReceiveEndpoint, SendEndpoint
 from ._state import ChannelState
 
@@ -139,6 +138,9 @@ class create_memory_object_stream(
                 stacklevel=2,
             )
         state: ChannelState[T_Item] = ChannelState(
-            max_buffer_size, True, WaitQueue(), WaitQueue()
+            max_buffer_size,
+            True,  # strict
+            False,  # single_sender
+            False,  # single_receiver
         )
         return MemoryObjectSendStream(state), MemoryObjectReceiveStream(state)

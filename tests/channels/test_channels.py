@@ -23,7 +23,7 @@ from anyio.abc import ObjectReceiveStream, ObjectSendStream
 from anyio.streams.stapled import StapledObjectStream
 
 from anyio_prims import mpmc, mpsc, spmc
-from anyio_prims._core import BUDGET_SIZE, WAITER_STATS
+from anyio_prims._core import BUDGET_SIZE, NOT_OPENED, WAITER_STATS, Slot, WaitQueue
 from anyio_prims.channels import ChannelStatistics, Receiver, Sender
 
 from ._support import (
@@ -692,6 +692,41 @@ async def test_sends_and_receives_that_do_not_block_create_no_waiter(
         tx.send_nowait(1)
         rx.receive_nowait()
     assert WAITER_STATS.created == before
+
+
+async def test_a_channel_makes_each_wait_structure_when_a_task_first_parks(
+    flavour: str,
+) -> None:
+    tx, rx = channel(flavour, 1)
+    state = tx._state
+    await tx.send(1)
+    await rx.receive()
+    tx.close()
+    rx.close()
+    assert state.send_waiters is NOT_OPENED
+    assert state.recv_waiters is NOT_OPENED
+
+    tx, rx = channel(flavour, 1)
+    state = tx._state
+    async with anyio.create_task_group() as tg:
+        receive = Call(rx.receive)
+        receive.start(tg)
+        await settle()
+        assert state.send_waiters is NOT_OPENED
+        receivers_kind = WaitQueue if flavour in MANY_RECEIVERS else Slot
+        assert type(state.recv_waiters) is receivers_kind
+        assert rx.statistics().tasks_waiting_receive == 1
+        await tx.send(1)
+        await settle()
+        assert receive.result == 1
+        await tx.send(2)
+        Call(partial(tx.send, 3)).start(tg)
+        await settle()
+        senders_kind = WaitQueue if flavour in MANY_SENDERS else Slot
+        assert type(state.send_waiters) is senders_kind
+        assert tx.statistics().tasks_waiting_send == 1
+        assert await rx.receive() == 2
+        assert await rx.receive() == 3
 
 
 async def test_a_send_to_a_blocked_receiver_creates_no_waiter_for_the_sender(
