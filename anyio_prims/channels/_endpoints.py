@@ -187,7 +187,12 @@ class SendEndpoint(_Endpoint, ObjectSendStream[T_contra], Generic[T_contra]):
         """
         if not self._closed:
             self._closed = True
-            self._state.close_sender(self)
+            state = self._state
+            state.senders -= 1
+            if state.send_waiters.parked or (
+                not state.senders and state.recv_waiters.parked
+            ):
+                state.sender_closed(self)
 
 
 class ReceiveEndpoint(_Endpoint, ObjectReceiveStream[T_co], Generic[T_co]):
@@ -283,7 +288,12 @@ class ReceiveEndpoint(_Endpoint, ObjectReceiveStream[T_co], Generic[T_co]):
         """
         if not self._closed:
             self._closed = True
-            self._state.close_receiver(self)
+            state = self._state
+            state.receivers -= 1
+            if state.recv_waiters.parked or state.send_waiters.parked or state.buffer:
+                state.receiver_closed(self)
+            elif not state.receivers:
+                state.send_limit = 0  # what receiver_closed() does here
 
 
 class Sender(SendEndpoint[T_contra], Generic[T_contra]):

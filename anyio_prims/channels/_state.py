@@ -467,11 +467,17 @@ class ChannelState(Generic[T]):
 
     # -- closing ---------------------------------------------------------
 
-    def close_sender(self, sender: object) -> None:
-        """``sender`` closed: fail its blocked sends; maybe end the stream."""
-        self.senders -= 1
-        # ``.parked`` first: closing a channel nobody waits on is the common
-        # case, and one attribute test is cheaper than ``bool(waiting)``.
+    # The endpoints' close() count the endpoint out and call these only when
+    # a task may be parked (or, for a receiver, items may be buffered):
+    # closing a channel nobody waits on is the common case, and it then
+    # costs no call.  ``.parked`` is tested before ``bool(waiting)`` for the
+    # same reason.
+
+    def sender_closed(self, sender: object) -> None:
+        """``sender`` closed: fail its blocked sends; maybe end the stream.
+
+        ``senders`` no longer counts it (the endpoint has counted it out).
+        """
         if self.send_waiters.parked and self.send_waiters:
             for waiter in take_owned(self.send_waiters, sender, _sender_of):
                 waiter.fail(anyio.ClosedResourceError())
@@ -482,9 +488,13 @@ class ChannelState(Generic[T]):
                 waiter.fail(anyio.EndOfStream())
             self.sync()
 
-    def close_receiver(self, receiver: object) -> None:
-        """``receiver`` closed: fail its blocked receives; maybe break sends."""
-        self.receivers -= 1
+    def receiver_closed(self, receiver: object) -> None:
+        """``receiver`` closed: fail its blocked receives; maybe break sends.
+
+        ``receivers`` no longer counts it (the endpoint has counted it out).
+        If it was the last one, blocked and later sends break and the
+        buffered items are released.
+        """
         if self.recv_waiters.parked and self.recv_waiters:
             for waiter in take_owned(self.recv_waiters, receiver, _receiver_of):
                 waiter.fail(anyio.ClosedResourceError())
