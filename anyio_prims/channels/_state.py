@@ -275,26 +275,21 @@ class ChannelState(Generic[T]):
         self.recv_floor: float = 0
 
     def open_send_waiters(self) -> Waiting[tuple[object, T]]:
-        """The senders' wait structure, made now if nobody has parked yet.
+        """Make the senders' wait structure: a send is about to park first.
 
-        Called by a send about to park.  Most channels never block, so
-        making both sides' structures only when needed saves their cost on
-        every channel that is created, used without waiting and dropped.
+        Called only while ``send_waiters`` is NOT_OPENED (the caller tests
+        it).  Most channels never block, so making each side's structure
+        only when needed saves its cost on every channel that is created,
+        used without waiting and dropped.
         """
-        waiters = self.send_waiters
-        if waiters is NOT_OPENED:
-            waiters = self.send_waiters = Slot() if self.single_sender else WaitQueue()
+        waiters = self.send_waiters = Slot() if self.single_sender else WaitQueue()
         return waiters
 
     def open_recv_waiters(self) -> Waiting[ReceiveCall]:
-        """The receivers' wait structure; as :meth:`open_send_waiters`."""
-        waiters = self.recv_waiters
-        if waiters is NOT_OPENED:
-            waiters = self.recv_waiters = (
-                Slot() if self.single_receiver else WaitQueue()
-            )
-            # Only a receiver that parked can be granted an item (I3).
-            self.in_flight = deque()
+        """Make the receivers' wait structure; as :meth:`open_send_waiters`."""
+        waiters = self.recv_waiters = Slot() if self.single_receiver else WaitQueue()
+        # Only a receiver that parked can be granted an item (I3).
+        self.in_flight = deque()
         return waiters
 
     def sync(self) -> None:
