@@ -12,7 +12,7 @@ implementation (the suite runs again with ``ANYIO_PRIMS_WAITER=generic``).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 import anyio
@@ -46,20 +46,26 @@ def host(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
+async def guest_run(trio_main: Callable[[], Awaitable[Any]]) -> Any:
+    """Run ``trio_main`` with Trio as a guest of the running asyncio loop."""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[Any] = loop.create_future()
+    trio.lowlevel.start_guest_run(
+        trio_main,
+        run_sync_soon_threadsafe=loop.call_soon_threadsafe,
+        done_callback=done.set_result,
+        host_uses_signal_set_wakeup_fd=True,
+    )
+    return (await done).unwrap()
+
+
 def run_as_guest(host: str, trio_main: Callable[[], Awaitable[Any]]) -> Any:
     """Run ``trio_main`` with Trio as a guest of a fresh ``host`` loop."""
+    return run_on_host(host, guest_run(trio_main))
 
-    async def run_host() -> Any:
-        loop = asyncio.get_running_loop()
-        done: asyncio.Future[Any] = loop.create_future()
-        trio.lowlevel.start_guest_run(
-            trio_main,
-            run_sync_soon_threadsafe=loop.call_soon_threadsafe,
-            done_callback=done.set_result,
-            host_uses_signal_set_wakeup_fd=True,
-        )
-        return (await done).unwrap()
 
+def run_on_host(host: str, main: Coroutine[Any, Any, Any]) -> Any:
+    """Run ``main`` on a fresh ``host`` loop."""
     if host == "uvloop":
         import uvloop
 
@@ -67,7 +73,7 @@ def run_as_guest(host: str, trio_main: Callable[[], Awaitable[Any]]) -> Any:
     else:
         loop = asyncio.new_event_loop()
     try:
-        return loop.run_until_complete(run_host())
+        return loop.run_until_complete(main)
     finally:
         loop.close()
 
@@ -101,6 +107,40 @@ def test_locks_hand_over_between_trio_guest_tasks(host: str) -> None:
 
     run_as_guest(host, main)
     assert order == ["a", "b", "c"]
+
+
+def test_a_lock_the_host_loop_contended_hands_over_between_trio_guest_tasks(
+    host: str,
+) -> None:
+    # Asyncio tasks of the host loop contend the lock first, so its queue
+    # remembers that loop; the guest's Trio tasks then run on the same loop
+    # and thread, but inside its callbacks, and must park the Trio way.
+    lock = Lock()
+    order: list[str] = []
+
+    async def contend(name: str) -> None:
+        async with lock:
+            order.append(name)
+            await anyio.sleep(0.001)
+
+    async def trio_main() -> None:
+        async with trio.open_nursery() as nursery:
+            for name in ("trio-a", "trio-b"):
+                nursery.start_soon(contend, name)
+                await trio.testing.wait_all_tasks_blocked()
+
+    async def run_host() -> None:
+        loop = asyncio.get_running_loop()
+        tasks = [loop.create_task(contend(name)) for name in ("host-a", "host-b")]
+        await asyncio.gather(*tasks)
+        await guest_run(trio_main)
+        await asyncio.gather(
+            *[loop.create_task(contend(name)) for name in ("host-c", "host-d")]
+        )
+
+    run_on_host(host, run_host())
+    assert order == ["host-a", "host-b", "trio-a", "trio-b", "host-c", "host-d"]
+    assert not lock.locked()
 
 
 def test_lock_names_its_trio_guest_owner(host: str) -> None:

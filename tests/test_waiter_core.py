@@ -20,7 +20,9 @@ import pytest
 import anyio_prims._core as core
 from anyio_prims import BatchSemaphore
 from anyio_prims._core import WAITER_STATS, Slot, WaitQueue
-from anyio_prims._core._waiter import ABANDONED, GRANTED
+from anyio_prims._core._waiter import ABANDONED, GRANTED, AsyncioWaiter, Waiter
+
+from ._tasks import run_on_every_backend_in_turn
 
 pytestmark = pytest.mark.anyio
 
@@ -73,6 +75,21 @@ async def park_into(
     except BaseException as exc:  # a cancellation: recorded and propagated
         results[payload] = exc
         raise
+
+
+async def park_one_and_grant(
+    structure: WaitQueue[str] | Slot[str], check: Callable[[Waiter[str]], None]
+) -> None:
+    """Park one task on ``structure``, show its waiter to ``check``, grant it."""
+    results: dict[object, object] = {}
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(park_into, structure, "a", results)
+        await settle()
+        waiter = structure.pop()
+        assert waiter is not None
+        check(waiter)
+        waiter.grant(1)
+    assert results == {"a": 1}
 
 
 async def park_cancellably(
@@ -698,18 +715,43 @@ async def test_park_works_through_every_waiter_kind(
     anyio_backend_name: str,
 ) -> None:
     # The waiter created matches the backend (native or generic).
-    q: WaitQueue[str] = WaitQueue()
-    results: dict[object, object] = {}
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(park_into, q, "a", results)
-        await settle()
-        waiter = q.pop()
-        assert waiter is not None
-        kind = type(waiter).__name__
-        expected = "generic" if core.FORCE_GENERIC else anyio_backend_name
-        assert kind.lower().startswith(expected)
-        waiter.grant(1)
-    assert results == {"a": 1}
+    expected = "generic" if core.FORCE_GENERIC else anyio_backend_name
+
+    def check(waiter: Waiter[str]) -> None:
+        assert type(waiter).__name__.lower().startswith(expected)
+
+    await park_one_and_grant(WaitQueue(), check)
+
+
+def test_a_wait_structure_moved_between_event_loops_parks_on_the_running_one() -> None:
+    # A queue or slot remembers the asyncio loop of its last waiter so that
+    # the next one skips the backend dispatch; on another loop or backend it
+    # must make a waiter of that one (an asyncio future of a closed loop
+    # would never wake, and Trio refuses to await one).
+    queue: WaitQueue[str] = WaitQueue()
+    slot: Slot[str] = Slot()
+    kinds: list[str] = []
+
+    def check(waiter: Waiter[str]) -> None:
+        kinds.append(type(waiter).__name__)
+        if isinstance(waiter, AsyncioWaiter):
+            assert waiter._fut.get_loop() is asyncio.get_running_loop()
+
+    async def main() -> None:
+        for structure in (queue, slot, queue):
+            await park_one_and_grant(structure, check)
+
+    runs = run_on_every_backend_in_turn(main)
+    expected = [
+        "GenericWaiter"
+        if core.FORCE_GENERIC
+        else "TrioWaiter"
+        if run == "trio"
+        else "AsyncioWaiter"
+        for run in runs
+        for _ in range(3)
+    ]
+    assert kinds == expected
 
 
 async def test_cancelled_waiter_lets_go_of_its_payload_while_still_queued() -> None:

@@ -20,6 +20,17 @@
 # * generic: an ``anyio.Event``; AnyIO's public API only.  Slow, but it is
 #   the proof that the primitives above are written once.
 #
+# Choosing the kind is the slow path's only backend dispatch
+# (``Parking._new_waiter``).  A WaitQueue or Slot remembers the asyncio loop
+# its last waiter was made for, and ``enqueue`` skips the dispatch while a
+# task of that loop is running: asyncio's loop -> running task map holds the
+# loop then (a dict membership test, where asking for the running loop costs
+# a ``getpid()`` system call on CPython 3.11).  That task is the caller,
+# since no primitive is shared between threads; a Trio task in guest mode on
+# that loop runs inside its callbacks, with no asyncio task running, and
+# takes the dispatch.  The structure keeps the loop referenced until it is
+# used elsewhere.
+#
 # A wait is ``park(payload, give_back)``, or, on the hottest paths, its two
 # halves written out: ``enqueue(payload)`` (make the waiter for the running
 # backend, queue it, refill the budget) and an await of ``waiter.wait``,
@@ -104,18 +115,16 @@ class Waiter(Generic[P]):
     (``Lock`` does, to name its next owner when it grants the lock).
     """
 
-    __slots__ = ("owner", "payload", "state", "task", "value", "wait")
+    __slots__ = ("payload", "state", "task", "value", "wait")
 
     payload: P
-    owner: Parking[Any]
     state: int
     task: object
     value: Any
     wait: Awaitable[Any]
 
-    def __init__(self, payload: P, owner: Parking[Any]) -> None:
+    def __init__(self, payload: P) -> None:
         self.payload = payload
-        self.owner = owner
         self.state = PENDING
         self.value = None
 
@@ -165,12 +174,9 @@ class Waiter(Generic[P]):
 class AsyncioWaiter(Waiter[P]):
     __slots__ = ("_fut",)
 
-    def __init__(
-        self, payload: P, owner: Parking[Any], loop: AbstractEventLoop
-    ) -> None:
+    def __init__(self, payload: P, loop: AbstractEventLoop) -> None:
         # Waiter.__init__ inlined: this runs on every blocking call.
         self.payload = payload
-        self.owner = owner
         self.state = PENDING
         self.value = None
         self.wait = self._fut = loop.create_future()
@@ -201,7 +207,9 @@ class AsyncioWaiter(Waiter[P]):
 
 
 class TrioWaiter(Waiter[P]):
-    __slots__ = ("_task",)
+    # ``owner`` is where the waiter is parked: Trio's abort callback, not the
+    # task, learns of a cancellation, and tells it.
+    __slots__ = ("_task", "owner")
 
     def __init__(self, payload: P, owner: Parking[Any]) -> None:
         # Waiter.__init__ inlined, as in AsyncioWaiter.
@@ -227,8 +235,8 @@ class TrioWaiter(Waiter[P]):
 class GenericWaiter(Waiter[P]):
     __slots__ = ("_event",)
 
-    def __init__(self, payload: P, owner: Parking[Any]) -> None:
-        super().__init__(payload, owner)
+    def __init__(self, payload: P) -> None:
+        super().__init__(payload)
         self._event = anyio.Event()
         self.wait = self._event.wait()
 
@@ -236,28 +244,35 @@ class GenericWaiter(Waiter[P]):
         self._event.set()
 
 
-def new_waiter(payload: P, owner: Parking[Any]) -> Waiter[P]:
-    """A waiter of the running backend's kind (the slow path's only dispatch).
-
-    Its ``wait`` must be awaited at once: on Trio and with the generic
-    waiter it is a coroutine, made here.
-    """
-    WAITER_STATS.created += 1
-    if not FORCE_GENERIC:
-        loop = _get_running_loop()  # _backend.asyncio_loop() written out
-        if loop is not None and (
-            loop in _tasks_by_loop or _asyncio_current_task(loop) is not None
-        ):
-            return AsyncioWaiter(payload, owner, loop)
-        if "trio" in sys.modules:
-            return TrioWaiter(payload, owner)
-    return GenericWaiter(payload, owner)
-
-
 class Parking(Generic[P]):
     """What a waiter is parked in: a WaitQueue or a single Slot."""
 
-    __slots__ = ()
+    __slots__ = ("_loop",)
+
+    #: The asyncio loop the last waiter made here belongs to, or None (set
+    #: by the subclasses that park waiters).
+    _loop: AbstractEventLoop | None
+
+    def _new_waiter(self, payload: P) -> Waiter[P]:
+        """A waiter of the running backend's kind: the slow path's dispatch.
+
+        Remembers the asyncio loop in ``_loop``, so that ``enqueue`` can skip
+        this while the same loop runs the caller.  The waiter's ``wait`` must
+        be awaited at once: on Trio and with the generic waiter it is a
+        coroutine, made here.
+        """
+        WAITER_STATS.created += 1
+        if not FORCE_GENERIC:
+            loop = _get_running_loop()  # _backend.asyncio_loop() written out
+            if loop is not None and (
+                loop in _tasks_by_loop or _asyncio_current_task(loop) is not None
+            ):
+                self._loop = loop
+                return AsyncioWaiter(payload, loop)
+            self._loop = None
+            if "trio" in sys.modules:
+                return TrioWaiter(payload, self)
+        return GenericWaiter(payload)
 
     def enqueue(self, payload: P) -> Waiter[P]:
         """Put a new waiter for the current task here; ``park``'s first half."""
@@ -340,6 +355,7 @@ class WaitQueue(Parking[P]):
         #: fall back to ``bool(queue)`` for the exact answer).
         self.parked: deque[Waiter[P]] = deque()
         self._dead = 0
+        self._loop = None
 
     def __len__(self) -> int:
         return len(self.parked) - self._dead
@@ -355,7 +371,15 @@ class WaitQueue(Parking[P]):
         ``waiter.wait`` at once and settle the outcome as ``park`` does
         (``_interrupted`` on an exception, ``FAILED`` after waking).
         """
-        waiter = new_waiter(payload, self)
+        loop = self._loop
+        if loop is not None and loop in _tasks_by_loop:
+            # A task of the loop the last waiter here was made for is
+            # running, so it is the caller (no primitive is shared between
+            # threads): skip the dispatch.  See the module comment.
+            WAITER_STATS.created += 1
+            waiter: Waiter[P] = AsyncioWaiter(payload, loop)
+        else:
+            waiter = self._new_waiter(payload)
         self.parked.append(waiter)
         # Parking is a schedule point: the calls after it start a new budget.
         BUDGET.left = BUDGET_SIZE
@@ -447,6 +471,7 @@ class Slot(Parking[P]):
         #: The parked waiter, live or not, or None: as ``WaitQueue.parked``,
         #: empty (falsy) means nobody waits, a waiter means somebody may.
         self.parked: Waiter[P] | None = None
+        self._loop = None
 
     def __bool__(self) -> bool:
         waiter = self.parked
@@ -454,7 +479,12 @@ class Slot(Parking[P]):
 
     def enqueue(self, payload: P) -> Waiter[P]:
         """As :meth:`WaitQueue.enqueue`; the slot must be empty."""
-        waiter = new_waiter(payload, self)
+        loop = self._loop
+        if loop is not None and loop in _tasks_by_loop:  # as in WaitQueue
+            WAITER_STATS.created += 1
+            waiter: Waiter[P] = AsyncioWaiter(payload, loop)
+        else:
+            waiter = self._new_waiter(payload)
         self.parked = waiter
         BUDGET.left = BUDGET_SIZE  # a schedule point, as in WaitQueue
         return waiter
