@@ -26,6 +26,7 @@ table of their own; the ratios come from one run, as claims must.
 from __future__ import annotations
 
 import argparse
+import datetime
 import math
 import sys
 from collections.abc import Iterable
@@ -397,8 +398,22 @@ def _targets(index: Index) -> list[Target]:
     return targets
 
 
+#: Two rows measured further apart than this are flagged where a target
+#: divides one by the other: the machine's speed may have drifted between them.
+APART = datetime.timedelta(minutes=20)
+
+
+def apart(a: Row, b: Row) -> datetime.timedelta | None:
+    """The time between the end of one row's measurement and the other's start."""
+    if not a.dates or not b.dates or None in (*a.dates, *b.dates):
+        return None
+    gap: datetime.timedelta = max(a.dates[0], b.dates[0]) - min(a.dates[1], b.dates[1])
+    return gap
+
+
 def target_table(index: Index) -> list[str]:
     backends = index.backends
+    widest: datetime.timedelta | None = None
     lines = [
         "| target | " + " | ".join(BACKEND_TITLE[b] for b in backends) + " |",
         "|---|" + "---:|" * len(backends),
@@ -416,8 +431,14 @@ def target_table(index: Index) -> list[str]:
             if not nums_ok or not dens_ok:
                 cells.append("n/a")
                 continue
-            ratio = max(r.median for r in nums_ok) / min(r.median for r in dens_ok)
+            worst = max(nums_ok, key=lambda r: r.median)
+            best = min(dens_ok, key=lambda r: r.median)
+            ratio = worst.median / best.median
             mark = "✓" if ratio <= target.threshold else "✗"
+            gap = apart(worst, best)
+            if gap is not None and gap > APART:
+                mark += " †"
+                widest = gap if widest is None else max(widest, gap)
             cells.append(f"{fmt_ratio(ratio)} {mark}")
         if any(c not in ("", "n/a") for c in cells):
             lines.append(
@@ -426,6 +447,16 @@ def target_table(index: Index) -> list[str]:
                 + " |"
             )
     lines.append("")
+    if widest is not None:
+        minutes = round(widest.total_seconds() / 60)
+        lines += [
+            f"† The two sides of a ratio so marked were measured more than"
+            f" {APART.total_seconds() / 60:.0f} minutes apart (up to {minutes}"
+            " min), so it includes any drift of the machine between them."
+            " `bench/run.py` measures the cases such ratios divide in one"
+            " sitting when it runs every case.",
+            "",
+        ]
     return lines
 
 
