@@ -24,6 +24,7 @@ from ._waiter import (
     PENDING,
     WAITER_STATS,
     Slot,
+    Unopened,
     Waiter,
     WaitQueue,
 )
@@ -39,6 +40,7 @@ __all__ = [
     "WAITER_STATS",
     "Slot",
     "TaskMap",
+    "Unopened",
     "WaitQueue",
     "Waiter",
     "budget_checkpoint",

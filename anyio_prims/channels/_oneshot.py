@@ -2,8 +2,9 @@
 #
 # State: ``item`` (NOTHING until sent, and again once received), whether the
 # sender is done (sent, or closed without sending) and whether the receiver
-# is open, and a Slot for the one task that may wait on the receiver.
-# Invariants:
+# is open, and a Slot for the one task that may wait on the receiver (made by
+# the first receive that waits: most oneshots are sent to before anyone
+# waits, and never need one).  Invariants:
 #   * a receiver is parked  =>  ``item`` is NOTHING and the sender is not done
 #   * the item is handed over once: to the parked receiver (direct handoff)
 #     or into ``item``; a receiver granted the item and cancelled before it
@@ -24,7 +25,7 @@ from typing import Any, Final, Generic, TypeVar, cast
 import anyio
 from anyio.abc import ObjectReceiveStream
 
-from .._core import BUDGET, Slot, budget_checkpoint
+from .._core import BUDGET, NOT_OPENED, Slot, Unopened, budget_checkpoint
 from ._state import NOTHING, _Nothing
 
 T = TypeVar("T")
@@ -46,7 +47,9 @@ class OneshotState(Generic[T]):
         self.strict = strict
         self.sender_done = False
         self.receiver_open = True
-        self.slot: Slot[None] = Slot()
+        #: NOT_OPENED until a receive first waits (every read of it sees an
+        #: empty slot), then that receive's Slot.
+        self.slot: Slot[None] | Unopened = NOT_OPENED
         #: the item was handed to the parked receiver, which has not resumed
         self.granted = False
 
@@ -185,8 +188,11 @@ class Receiver(ObjectReceiveStream[T_co], Generic[T_co]):
             state.item = NOTHING
             return cast("T_co", item)
         self._check_can_wait()
+        slot = state.slot
+        if slot is NOT_OPENED:  # the first receive on this channel to wait
+            slot = state.slot = Slot()
         try:
-            return cast("T_co", await state.slot.park(None, state.give_back))
+            return cast("T_co", await slot.park(None, state.give_back))
         finally:
             state.granted = False
 

@@ -12,7 +12,7 @@ import anyio.lowlevel
 import pytest
 
 from anyio_prims import oneshot
-from anyio_prims._core import WAITER_STATS
+from anyio_prims._core import NOT_OPENED, WAITER_STATS, Slot
 
 from ._support import GIVE_BACK_SOURCES, SOURCES, Call, settle, source_param
 
@@ -251,6 +251,31 @@ async def test_receiving_a_sent_item_creates_no_waiter() -> None:
         tx.send(i)
         assert await rx == i
     assert WAITER_STATS.created == before
+
+
+async def test_a_oneshot_makes_its_wait_slot_when_a_receive_first_waits() -> None:
+    tx, rx = oneshot.channel[int]()
+    state = rx._state
+    tx.send(1)
+    assert await rx == 1
+    rx.close()
+    assert state.slot is NOT_OPENED
+
+    tx, rx = oneshot.channel[int]()
+    state = rx._state
+    async with anyio.create_task_group() as tg:
+        first = Call(rx.receive).start(tg)
+        await settle()
+        slot = state.slot
+        assert type(slot) is Slot
+        first.cancel()
+        await first.finished.wait()
+        second = Call(rx.receive).start(tg)
+        await settle()
+        assert state.slot is slot
+        tx.send(2)
+    assert first.outcome == "cancelled"
+    assert second.result == 2
 
 
 def test_non_bool_strict_raises_type_error_naming_strict() -> None:
