@@ -10,7 +10,7 @@ parts are merged into ``bench/results/<date>-<mode>.json`` and copied to
 ``bench/results/latest.json``, which ``bench/report.py`` reads.
 
 A run without ``--cases`` has two passes.  The first is one sitting of every
-case that a target divides by a case of another area (the limits, the sync
+case that a target divides by another case (the limits, the sync
 cases, the channels' ``ready_send_receive`` and ``pingpong_cap1``, the
 executor's ``spawn_one``), backend by backend: limits, sync, channels and
 executor on asyncio, then on uvloop, then on Trio.  The second pass runs the
@@ -50,8 +50,8 @@ AREAS = ("limits", "sync", "channels", "executor")
 BACKENDS = ("asyncio", "uvloop", "trio")
 
 #: Per area, the cases of the first pass (a regex on the benchmark name after
-#: ``^``; None: the whole area): those a target divides by another area's
-#: case.  ``bench/report.py`` flags a target whose two sides were measured
+#: ``^``; None: the whole area): the cases of every target that divides one
+#: case by another.  ``bench/report.py`` flags a target whose two sides were measured
 #: far apart, which catches a target added without its cases here.
 SITTING: dict[str, str | None] = {
     "limits": None,
