@@ -66,6 +66,7 @@ def run_as_guest(host: str, trio_main: Callable[[], Awaitable[Any]]) -> Any:
 
 def run_on_host(host: str, main: Coroutine[Any, Any, Any]) -> Any:
     """Run ``main`` on a fresh ``host`` loop."""
+    loop: asyncio.AbstractEventLoop
     if host == "uvloop":
         import uvloop
 

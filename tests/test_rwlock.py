@@ -102,7 +102,8 @@ def spawn(coro: Awaitable[Any]) -> asyncio.Future[Any]:
 
 
 async def test_readers_share() -> None:
-    lock, log = RWLock(), []
+    lock = RWLock()
+    log: list[str] = []
     async with anyio.create_task_group() as tg:
         a = await start(tg, lock, READ, "a", log)
         b = await start(tg, lock, READ, "b", log)
@@ -114,7 +115,8 @@ async def test_readers_share() -> None:
 
 
 async def test_writer_excludes_readers() -> None:
-    lock, log = RWLock(), []
+    lock = RWLock()
+    log: list[str] = []
     await lock.acquire_write()
     async with anyio.create_task_group() as tg:
         await start(tg, lock, READ, "r", log)
@@ -126,7 +128,8 @@ async def test_writer_excludes_readers() -> None:
 
 
 async def test_writer_excludes_writers() -> None:
-    lock, log = RWLock(), []
+    lock = RWLock()
+    log: list[str] = []
     await lock.acquire_write()
     async with anyio.create_task_group() as tg:
         await start(tg, lock, WRITE, "w", log)
@@ -138,7 +141,8 @@ async def test_writer_excludes_writers() -> None:
 
 
 async def test_readers_exclude_writer() -> None:
-    lock, log = RWLock(), []
+    lock = RWLock()
+    log: list[str] = []
     await lock.acquire_read()
     async with anyio.create_task_group() as tg:
         await start(tg, lock, WRITE, "w", log)
@@ -150,7 +154,8 @@ async def test_readers_exclude_writer() -> None:
 
 
 async def test_writer_admitted_only_after_last_reader_leaves() -> None:
-    lock, log = RWLock(), []
+    lock = RWLock()
+    log: list[str] = []
     async with anyio.create_task_group() as tg:
         r1 = await start(tg, lock, READ, "r1", log)
         r2 = await start(tg, lock, READ, "r2", log)
@@ -168,7 +173,8 @@ async def test_writer_admitted_only_after_last_reader_leaves() -> None:
 
 
 async def test_queued_writer_blocks_later_readers() -> None:
-    lock, log = RWLock(), []
+    lock = RWLock()
+    log: list[str] = []
     await lock.acquire_read()
     async with anyio.create_task_group() as tg:
         w = await start(tg, lock, WRITE, "w", log)
@@ -185,7 +191,8 @@ async def test_queued_writer_blocks_later_readers() -> None:
 
 
 async def test_queued_readers_admitted_together_up_to_next_writer() -> None:
-    lock, log = RWLock(), []
+    lock = RWLock()
+    log: list[str] = []
     await lock.acquire_write()
     async with anyio.create_task_group() as tg:
         r1 = await start(tg, lock, READ, "r1", log)
@@ -209,7 +216,8 @@ async def test_queued_readers_admitted_together_up_to_next_writer() -> None:
 
 
 async def test_writers_admitted_in_arrival_order() -> None:
-    lock, log = RWLock(), []
+    lock = RWLock()
+    log: list[str] = []
     await lock.acquire_write()
     async with anyio.create_task_group() as tg:
         writers = [await start(tg, lock, WRITE, f"w{i}", log) for i in range(3)]
@@ -224,7 +232,8 @@ async def test_writer_not_starved_by_overlapping_readers() -> None:
     # Two readers re-acquire in turn so that one of them always holds the
     # lock; a reader-preferring lock would keep the writer out until both
     # loops end.
-    lock, log = RWLock(), []
+    lock = RWLock()
+    log: list[str] = []
     rounds = 20
     readers_done = 0
 
@@ -252,7 +261,8 @@ async def test_writer_not_starved_by_overlapping_readers() -> None:
 async def test_reader_not_starved_by_writers() -> None:
     # Two writers re-acquire in turn, so one of them is always queued; a
     # writer-preferring lock would keep the reader out until both loops end.
-    lock, log = RWLock(), []
+    lock = RWLock()
+    log: list[str] = []
     rounds = 20
     writers_done = 0
 
@@ -281,7 +291,8 @@ async def test_reader_not_starved_by_writers() -> None:
 
 
 async def test_cancelled_queued_reader_holds_nothing() -> None:
-    lock, log = RWLock(), []
+    lock = RWLock()
+    log: list[str] = []
     await lock.acquire_write()
     async with anyio.create_task_group() as tg:
         r = await start(tg, lock, READ, "r", log)
@@ -295,7 +306,8 @@ async def test_cancelled_queued_reader_holds_nothing() -> None:
 
 
 async def test_cancelled_queued_writer_holds_nothing() -> None:
-    lock, log = RWLock(), []
+    lock = RWLock()
+    log: list[str] = []
     await lock.acquire_read()
     async with anyio.create_task_group() as tg:
         w = await start(tg, lock, WRITE, "w", log)
@@ -307,7 +319,8 @@ async def test_cancelled_queued_writer_holds_nothing() -> None:
 
 
 async def test_cancelled_queued_writer_admits_readers_behind_it() -> None:
-    lock, log = RWLock(), []
+    lock = RWLock()
+    log: list[str] = []
     await lock.acquire_read()
     async with anyio.create_task_group() as tg:
         w = await start(tg, lock, WRITE, "w", log)
@@ -324,7 +337,8 @@ async def test_cancelled_queued_writer_admits_readers_behind_it() -> None:
 
 
 async def test_cancelled_queued_writer_gives_its_place_to_next_writer() -> None:
-    lock, log = RWLock(), []
+    lock = RWLock()
+    log: list[str] = []
     async with anyio.create_task_group() as tg:
         r = await start(tg, lock, READ, "r", log)
         w1 = await start(tg, lock, WRITE, "w1", log)
@@ -340,7 +354,8 @@ async def test_cancelled_queued_writer_gives_its_place_to_next_writer() -> None:
 
 
 async def test_cancelled_queued_reader_keeps_order_of_others() -> None:
-    lock, log = RWLock(), []
+    lock = RWLock()
+    log: list[str] = []
     await lock.acquire_write()
     async with anyio.create_task_group() as tg:
         r1 = await start(tg, lock, READ, "r1", log)
@@ -365,7 +380,8 @@ async def test_trio_cancel_scope_cancels_queued_acquire(
         pytest.skip("Trio's own cancel scope")
     import trio
 
-    lock, log = RWLock(), []
+    lock = RWLock()
+    log: list[str] = []
     async with anyio.create_task_group() as tg:
         w = await start(tg, lock, WRITE, "w", log)
         with trio.CancelScope() as scope:
@@ -378,7 +394,8 @@ async def test_trio_cancel_scope_cancels_queued_acquire(
 
 
 async def test_move_on_after_cancels_queued_acquire() -> None:
-    lock, log = RWLock(), []
+    lock = RWLock()
+    log: list[str] = []
     async with anyio.create_task_group() as tg:
         r = await start(tg, lock, READ, "r", log)
         with anyio.move_on_after(0) as scope:
@@ -391,7 +408,8 @@ async def test_move_on_after_cancels_queued_acquire() -> None:
 
 @pytest.mark.usefixtures("asyncio_only")
 async def test_task_cancel_of_queued_writer_admits_readers_behind_it() -> None:
-    lock, log = RWLock(), []
+    lock = RWLock()
+    log: list[str] = []
     await lock.acquire_read()
     async with anyio.create_task_group() as tg:
         w = spawn(lock.acquire_write())
@@ -424,7 +442,8 @@ async def test_wait_for_timeout_on_queued_acquire_holds_nothing() -> None:
 @pytest.mark.usefixtures("asyncio_only")
 @pytest.mark.skipif(sys.version_info < (3, 11), reason="asyncio.timeout is 3.11+")
 async def test_asyncio_timeout_on_queued_acquire_holds_nothing() -> None:
-    lock, log = RWLock(), []
+    lock = RWLock()
+    log: list[str] = []
     async with anyio.create_task_group() as tg:
         r = await start(tg, lock, READ, "r", log)
         with pytest.raises(TimeoutError):
@@ -469,7 +488,8 @@ async def test_write_granted_then_cancelled_is_given_back() -> None:
 
 @pytest.mark.usefixtures("asyncio_only")
 async def test_write_granted_then_cancelled_admits_readers_behind_it() -> None:
-    lock, log = RWLock(), []
+    lock = RWLock()
+    log: list[str] = []
     await lock.acquire_read()
     async with anyio.create_task_group() as tg:
         w = spawn(lock.acquire_write())
@@ -618,7 +638,8 @@ async def test_acquire_while_holding_raises(held: str, again: str) -> None:
 
 
 async def test_reentrant_read_behind_queued_writer_raises_instead_of_deadlock() -> None:
-    lock, log = RWLock(), []
+    lock = RWLock()
+    log: list[str] = []
     await lock.acquire_read()
     async with anyio.create_task_group() as tg:
         await start(tg, lock, WRITE, "w", log)
@@ -644,7 +665,8 @@ async def test_read_context_manager_cannot_be_entered_twice_at_once() -> None:
 
 
 async def test_acquire_read_nowait_shares_with_readers() -> None:
-    lock, log = RWLock(), []
+    lock = RWLock()
+    log: list[str] = []
     async with anyio.create_task_group() as tg:
         r = await start(tg, lock, READ, "r", log)
         lock.acquire_read_nowait()
@@ -654,7 +676,8 @@ async def test_acquire_read_nowait_shares_with_readers() -> None:
 
 
 async def test_acquire_read_nowait_would_block_while_writer_holds() -> None:
-    lock, log = RWLock(), []
+    lock = RWLock()
+    log: list[str] = []
     async with anyio.create_task_group() as tg:
         w = await start(tg, lock, WRITE, "w", log)
         with pytest.raises(anyio.WouldBlock):
@@ -664,7 +687,8 @@ async def test_acquire_read_nowait_would_block_while_writer_holds() -> None:
 
 
 async def test_acquire_read_nowait_would_block_while_writer_queued() -> None:
-    lock, log = RWLock(), []
+    lock = RWLock()
+    log: list[str] = []
     async with anyio.create_task_group() as tg:
         r = await start(tg, lock, READ, "r", log)
         await start(tg, lock, WRITE, "w", log)
@@ -676,7 +700,8 @@ async def test_acquire_read_nowait_would_block_while_writer_queued() -> None:
 
 
 async def test_acquire_write_nowait_would_block_while_reader_holds() -> None:
-    lock, log = RWLock(), []
+    lock = RWLock()
+    log: list[str] = []
     async with anyio.create_task_group() as tg:
         r = await start(tg, lock, READ, "r", log)
         with pytest.raises(anyio.WouldBlock):
@@ -735,7 +760,8 @@ async def test_statistics_name_the_writer_task() -> None:
 
 
 async def test_statistics_count_waiting_readers_and_writers() -> None:
-    lock, log = RWLock(), []
+    lock = RWLock()
+    log: list[str] = []
     await lock.acquire_write()
     async with anyio.create_task_group() as tg:
         for name, kind in [("r1", READ), ("w1", WRITE), ("r2", READ), ("r3", READ)]:
@@ -751,7 +777,8 @@ async def test_statistics_count_waiting_readers_and_writers() -> None:
 
 
 async def test_granted_waiter_counts_as_holder_at_once() -> None:
-    lock, log = RWLock(), []
+    lock = RWLock()
+    log: list[str] = []
     await lock.acquire_write()
     async with anyio.create_task_group() as tg:
         r = await start(tg, lock, READ, "r", log)

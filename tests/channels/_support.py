@@ -73,11 +73,12 @@ async def looks_between_call_and_park(
 
     def parked() -> int:
         stats = tx.statistics()
-        return (
+        waiting: int = (
             stats.tasks_waiting_receive
             if side == "receive"
             else stats.tasks_waiting_send
         )
+        return waiting
 
     async def other() -> None:
         nonlocal misses
