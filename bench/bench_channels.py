@@ -42,6 +42,7 @@ Run as ``python bench/bench_channels.py --backend asyncio`` plus pyperf options.
 from __future__ import annotations
 
 import math
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from harness import Body, Native, Suite, ValidationError, expect, perf_counter
@@ -195,6 +196,8 @@ def cancel_pending(impl: ChannelImpl, native: Native, op: str) -> Body | None:
 
     async def body(loops: int) -> float:
         chan = open_(1)
+        target: Callable[..., Awaitable[Any]]
+        arg: tuple[Any, ...]
         if op == "send":
             await chan.send(END)  # full: every send below must wait
             target, arg = chan.send, (7,)

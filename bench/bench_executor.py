@@ -97,7 +97,7 @@ def _batch(impl: SpawnerImpl, n: int, yields: int, batch_api: bool) -> Body | No
     checkpoint = impl.checkpoint
     done = [0]
 
-    async def job(*_: Any) -> None:
+    async def job(*_args: Any) -> None:
         for _ in range(yields):
             await checkpoint()
         done[0] += 1

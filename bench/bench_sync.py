@@ -57,10 +57,11 @@ SWITCHING = "limit_park_unpark"
 
 
 def uncontended(impl: SyncImpl, permits: int) -> Body:
-    assert impl.make is not None
+    make = impl.make
+    assert make is not None
 
     async def body(loops: int) -> float:
-        ops = impl.make(permits)
+        ops = make(permits)
         acquire, release = ops.acquire, ops.release
         t0 = perf_counter()
         for _ in range(loops):
@@ -74,10 +75,11 @@ def uncontended(impl: SyncImpl, permits: int) -> Body:
 
 
 def batch_acquire(impl: SyncImpl) -> Body:
-    assert impl.make is not None
+    make = impl.make
+    assert make is not None
 
     async def body(loops: int) -> float:
-        ops = impl.make(PERMITS)
+        ops = make(PERMITS)
         acquire, release = ops.acquire, ops.release
         n = BATCH_N
         t0 = perf_counter()
@@ -92,10 +94,11 @@ def batch_acquire(impl: SyncImpl) -> Body:
 
 
 def rwlock_uncontended(impl: SyncImpl, write: bool) -> Body:
-    assert impl.make is not None
+    make = impl.make
+    assert make is not None
 
     async def body(loops: int) -> float:
-        ops = impl.make(1)
+        ops = make(1)
         if write:
             acquire, release = ops.acquire_write, ops.release_write
         else:
@@ -122,10 +125,11 @@ def lock_handoff(impl: SyncImpl, native: Native, permits: int) -> Body:
     the other task re-take a free lock, and no handoff would happen).  The
     main task holds the lock until both workers are parked on it.
     """
-    assert impl.make is not None
+    make = impl.make
+    assert make is not None
 
     async def body(loops: int) -> float:
-        ops: Ops = impl.make(permits)
+        ops: Ops = make(permits)
         acquire, release = ops.acquire, ops.release
         parked, yield_ = native.parked, native.yield_
         holder: list[Any] = [None]  # who holds the lock now
@@ -179,10 +183,11 @@ def lock_handoff(impl: SyncImpl, native: Native, permits: int) -> Body:
 
 
 def semaphore_contended(impl: SyncImpl, native: Native) -> Body:
-    assert impl.make is not None
+    make = impl.make
+    assert make is not None
 
     async def body(loops: int) -> float:
-        ops = impl.make(PERMITS)
+        ops = make(PERMITS)
         acquire, release = ops.acquire, ops.release
         yield_ = native.yield_
         state = [0, 0, 0]  # holders now, most holders seen, acquisitions

@@ -32,7 +32,7 @@ import re
 import sys
 import time
 import types
-from collections.abc import Awaitable, Callable, Generator
+from collections.abc import Awaitable, Callable, Coroutine, Generator
 from typing import Any
 
 import pyperf
@@ -46,9 +46,10 @@ MAX_SPINS = 10_000
 #: dumps its stacks and exits: a hang fails loudly instead of stalling the run.
 MEASUREMENT_TIMEOUT = 300
 
-perf_counter = pyperf.perf_counter
+# pyperf has no type information: say what its clock returns.
+perf_counter: Callable[[], float] = pyperf.perf_counter
 
-Body = Callable[[int], Awaitable[float]]
+Body = Callable[[int], Coroutine[Any, Any, float]]
 
 
 class ValidationError(AssertionError):
@@ -70,7 +71,7 @@ def run_on(backend: str, body: Body, loops: int) -> float:
     if backend == "trio":
         import trio
 
-        return trio.run(body, loops)  # type: ignore[no-any-return]
+        return trio.run(body, loops)
     if backend == "uvloop":
         import uvloop
 
@@ -105,8 +106,8 @@ class _AsyncioGroup:
         self._tasks: list[asyncio.Task[Any]] = []
         return self
 
-    def spawn(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> None:
-        self._tasks.append(self._loop.create_task(fn(*args)))  # type: ignore[arg-type]
+    def spawn(self, fn: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None:
+        self._tasks.append(self._loop.create_task(fn(*args)))
 
     async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         if exc_type is not None:
@@ -134,12 +135,12 @@ def _asyncio_parked(task: Any) -> bool:
     # Blocked on a future that is not resolved yet: a resolved one means the
     # task is already scheduled to run.
     waiter = task._fut_waiter
-    return waiter is not None and not waiter.done()  # type: ignore[no-any-return]
+    return waiter is not None and not waiter.done()
 
 
 def _trio_parked(task: Any) -> bool:
     # Set while the task sleeps in wait_task_rescheduled, cleared by reschedule.
-    return task._abort_func is not None  # type: ignore[no-any-return]
+    return task._abort_func is not None
 
 
 class Native:
@@ -162,6 +163,9 @@ class Native:
 
     def __init__(self, backend: str) -> None:
         self.backend = backend
+        self.yield_: Callable[[], Awaitable[None]]
+        self.current_task: Callable[[], Any]
+        self.parked: Callable[[Any], bool]
         if backend == "trio":
             import trio
             import trio.lowlevel
@@ -169,7 +173,6 @@ class Native:
             self.yield_ = trio.lowlevel.cancel_shielded_checkpoint
             self.current_task = trio.lowlevel.current_task
             self.parked = _trio_parked
-            self._trio = trio
         else:
             self.yield_ = _bare_yield
             self.current_task = asyncio.current_task
@@ -198,7 +201,9 @@ class Native:
             await self.yield_()
         return tasks
 
-    def cancellable(self) -> tuple[Callable[..., Awaitable[bool]], Callable[[], None]]:
+    def cancellable(
+        self,
+    ) -> tuple[Callable[..., Awaitable[bool]], Callable[[], object]]:
         """``(attempt, cancel)`` for the current task.
 
         ``await attempt(op, *args)`` runs ``await op(*args)`` and returns ``True``
@@ -206,7 +211,8 @@ class Native:
         this one is parked in ``op``), ``False`` if ``op`` completed.
         """
         if self.backend == "trio":
-            trio = self._trio
+            import trio  # already imported by __init__; here so mypy sees its types
+
             scope: list[Any] = [None]
 
             async def attempt_trio(
@@ -215,7 +221,7 @@ class Native:
                 with trio.CancelScope() as cs:
                     scope[0] = cs
                     await op(*args)
-                return cs.cancelled_caught  # type: ignore[no-any-return]
+                return cs.cancelled_caught
 
             def cancel_trio() -> None:
                 scope[0].cancel()

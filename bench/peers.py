@@ -19,11 +19,12 @@ import importlib
 import inspect
 import math
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 import anyio
 import anyio.lowlevel
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from harness import BACKENDS, Impl
 
 ASYNCIO_ONLY = ("asyncio", "uvloop")
@@ -141,7 +142,8 @@ class AsyncioQueueChan(Chan):
     __slots__ = ("_q",)
 
     def __init__(self, capacity: float) -> None:
-        self._q = q = asyncio.Queue(0 if capacity == math.inf else int(capacity))  # type: ignore[var-annotated]
+        q: asyncio.Queue[Any]
+        self._q = q = asyncio.Queue(0 if capacity == math.inf else int(capacity))
         self.send, self.receive = q.put, q.get
 
     def sender(self) -> Callable[[Any], Awaitable[Any]]:
@@ -163,14 +165,15 @@ class AiologicQueueChan(Chan):
     def __init__(self, capacity: float) -> None:
         import aiologic
 
+        q: aiologic.Queue[Any]
         self._q = q = aiologic.Queue(None if capacity == math.inf else int(capacity))
         self.send, self.receive = q.async_put, q.async_get
 
     def sender(self) -> Callable[[Any], Awaitable[Any]]:
-        return self._q.async_put  # type: ignore[no-any-return]
+        return self._q.async_put
 
     def receiver(self) -> Callable[[], Awaitable[Any]]:
-        return self._q.async_get  # type: ignore[no-any-return]
+        return self._q.async_get
 
     def try_receive(self) -> tuple[bool, Any]:
         import aiologic
@@ -234,19 +237,23 @@ class ChannelImpl(Impl):
 def _trio_open(capacity: float) -> Chan:
     import trio
 
-    tx, rx = trio.open_memory_channel(capacity)  # type: ignore[var-annotated]
+    tx, rx = trio.open_memory_channel(capacity)
     return StreamChan(tx, rx, trio.WouldBlock)
 
 
 def _anyio_open(capacity: float) -> Chan:
-    tx, rx = anyio.create_memory_object_stream(capacity)  # type: ignore[var-annotated]
+    tx: MemoryObjectSendStream[Any]
+    rx: MemoryObjectReceiveStream[Any]
+    tx, rx = anyio.create_memory_object_stream(capacity)
     return StreamChan(tx, rx, anyio.WouldBlock)
 
 
 def _prims_flavour(flavour: str, strict: bool) -> ChannelImpl:
     module, missing = _find(f"anyio_prims.{flavour}", f"anyio_prims.channels.{flavour}")
     name = f"anyio_prims_{flavour}" + ("_strict" if strict else "")
-    factory = getattr(module, "channel", None) if module is not None else None
+    # None only when ``missing`` is set, and then no row calls open_().  Typed
+    # Any, as _find() returns, rather than checked in open_(), which is timed.
+    factory: Any = getattr(module, "channel", None) if module is not None else None
     if missing is None and factory is None:
         missing = f"anyio_prims.{flavour} has no channel()"
     if missing is None and strict and not _accepts(factory, "strict"):
@@ -282,7 +289,8 @@ def _prims_stream() -> ChannelImpl:
 
 def _prims_oneshot(strict: bool) -> ChannelImpl:
     module, missing = _find("anyio_prims.oneshot", "anyio_prims.channels.oneshot")
-    factory = getattr(module, "channel", None) if module is not None else None
+    # As in _prims_flavour: None only when ``missing`` is set.
+    factory: Any = getattr(module, "channel", None) if module is not None else None
     if missing is None and factory is None:
         missing = "anyio_prims.oneshot has no channel()"
     if missing is None and strict and not _accepts(factory, "strict"):
@@ -341,6 +349,12 @@ class Ops:
         "release_read",
         "release_write",
     )
+
+    # Set by the RWLock rows only (_prims_rwlock).
+    acquire_read: Callable[[], Awaitable[Any]]
+    release_read: Callable[[], object]
+    acquire_write: Callable[[], Awaitable[Any]]
+    release_write: Callable[[], object]
 
     def __init__(
         self,
@@ -586,14 +600,16 @@ class _AnyioGroup:
         self.spawn = tg.start_soon
         return self
 
-    def spawn_n(self, fn: Callable[[], Awaitable[Any]], n: int) -> None:
+    def spawn_n(self, fn: Callable[[], Coroutine[Any, Any, Any]], n: int) -> None:
         start_soon = self._tg.start_soon
         for _ in range(n):
             start_soon(fn)
 
     spawn_batch = spawn_n  # no batch API: the same loop
 
-    async def join(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> None:
+    async def join(
+        self, fn: Callable[..., Coroutine[Any, Any, Any]], *args: Any
+    ) -> None:
         async with anyio.create_task_group() as tg:
             tg.start_soon(fn, *args)
 
@@ -607,17 +623,19 @@ class _AsyncioTaskGroup:
         await tg.__aenter__()
         return self
 
-    def spawn(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> None:
+    def spawn(self, fn: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None:
         self._tg.create_task(fn(*args))
 
-    def spawn_n(self, fn: Callable[[], Awaitable[Any]], n: int) -> None:
+    def spawn_n(self, fn: Callable[[], Coroutine[Any, Any, Any]], n: int) -> None:
         create_task = self._tg.create_task
         for _ in range(n):
             create_task(fn())
 
     spawn_batch = spawn_n  # no batch API: the same loop
 
-    async def join(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> None:
+    async def join(
+        self, fn: Callable[..., Coroutine[Any, Any, Any]], *args: Any
+    ) -> None:
         await self._tg.create_task(fn(*args))
 
     async def __aexit__(self, *exc: Any) -> Any:
@@ -634,14 +652,16 @@ class _TrioNursery:
         self.spawn = nursery.start_soon
         return self
 
-    def spawn_n(self, fn: Callable[[], Awaitable[Any]], n: int) -> None:
+    def spawn_n(self, fn: Callable[[], Coroutine[Any, Any, Any]], n: int) -> None:
         start_soon = self._nursery.start_soon
         for _ in range(n):
             start_soon(fn)
 
     spawn_batch = spawn_n  # no batch API: the same loop
 
-    async def join(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> None:
+    async def join(
+        self, fn: Callable[..., Coroutine[Any, Any, Any]], *args: Any
+    ) -> None:
         async with self._trio.open_nursery() as nursery:
             nursery.start_soon(fn, *args)
 
@@ -675,15 +695,17 @@ class _PrimsExecutorGroup:
         self.spawn = ex.spawn
         return self
 
-    def spawn_n(self, fn: Callable[[], Awaitable[Any]], n: int) -> None:
+    def spawn_n(self, fn: Callable[[], Coroutine[Any, Any, Any]], n: int) -> None:
         spawn = self._ex.spawn
         for _ in range(n):
             spawn(fn)
 
-    def spawn_batch(self, fn: Callable[[], Awaitable[Any]], n: int) -> None:
+    def spawn_batch(self, fn: Callable[[], Coroutine[Any, Any, Any]], n: int) -> None:
         self._ex.spawn_many(fn, [()] * n)
 
-    async def join(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> None:
+    async def join(
+        self, fn: Callable[..., Coroutine[Any, Any, Any]], *args: Any
+    ) -> None:
         await self._ex.spawn(fn, *args)
 
     async def __aexit__(self, *exc: Any) -> Any:
