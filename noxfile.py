@@ -1,5 +1,6 @@
 """Sessions: tests per backend and waiter, tests on every interpreter, lint,
-typecheck (mypy), pyright, docs, package, bench.
+typecheck (mypy on the package, examples, tests and bench), pyright, docs,
+package, bench.
 
 ``nox -s lint typecheck pyright docs package tests`` is the README's test
 command and what CI runs; ``nox -s bench`` is its benchmark command.
@@ -81,11 +82,30 @@ def lint(session: nox.Session) -> None:
     session.run("ruff", "format", "--check", ".")
 
 
+# What the typecheck session installs besides the package (with trio and
+# uvloop, which tests/ and bench/ import) and the test dependencies: bench/'s
+# imports that ship types.  aiologic for the peers, matplotlib for report.py.
+# pyperf ships none (pyproject.toml has mypy take it as Any), so installing it
+# would change nothing; aiometer is imported only by name at run time.
+TYPECHECK_BENCH_DEPS = ["aiologic", "matplotlib"]
+
+
 @nox.session
 def typecheck(session: nox.Session) -> None:
-    """mypy --strict on the package, the examples and the typing test."""
-    session.install("-e", ".[trio]", "mypy>=1.10", *TEST_DEPS)
-    session.run("mypy", "--strict", "anyio_prims", "examples", "tests/test_typing.py")
+    """mypy --strict on the package, the examples, the tests and bench/."""
+    session.install(
+        "-e", ".[trio,uvloop]", "mypy>=1.10", *TEST_DEPS, *TYPECHECK_BENCH_DEPS
+    )
+    # One invocation.  bench/ has no __init__.py and its scripts import each
+    # other as top-level modules (``from harness import ...``): Python runs
+    # ``python bench/bench_sync.py`` with bench/ first on sys.path.  mypy maps
+    # them the same way: a file outside any package is the top-level module
+    # named after it, and the directory of each file named on the command
+    # line is on mypy's import search path, so ``harness`` and ``peers``
+    # resolve with no mypy_path or MYPYPATH.  examples/ is mapped alike, so
+    # a file name must not be in both (mypy stops with "Duplicate module
+    # named").
+    session.run("mypy", "--strict", "anyio_prims", "examples", "tests", "bench")
 
 
 @nox.session
