@@ -14,7 +14,7 @@ from anyio_prims._core import WAITER_STATS
 from anyio_prims.executor import Executor, JobCancelled, JoinHandle
 
 if sys.version_info < (3, 11):  # pragma: no cover
-    from exceptiongroup import ExceptionGroup  # type: ignore[import-not-found]
+    from exceptiongroup import ExceptionGroup  # type: ignore[import-not-found,unused-ignore]
 
 pytestmark = pytest.mark.anyio
 

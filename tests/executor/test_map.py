@@ -14,7 +14,7 @@ import pytest
 from anyio_prims.executor import Executor
 
 if sys.version_info < (3, 11):  # pragma: no cover
-    from exceptiongroup import ExceptionGroup  # type: ignore[import-not-found]
+    from exceptiongroup import ExceptionGroup  # type: ignore[import-not-found,unused-ignore]
 
 pytestmark = pytest.mark.anyio
 
