@@ -404,3 +404,23 @@ async def test_mutual_exclusion_and_owner_under_random_cancellation() -> None:
     assert not lock.locked()
     assert lock.statistics().tasks_waiting == 0
     assert entered > 0
+
+
+async def test_a_lock_that_was_waited_for_keeps_no_reference_to_the_waiter() -> None:
+    # The waiter a contended acquire parked on is kept for the next wait
+    # (see _core/_waiter.py); the task it named must not be kept with it.
+    lock = Lock()
+    await lock.acquire()
+
+    async def wait_for_it() -> None:
+        async with lock:
+            pass
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(wait_for_it)
+        await anyio.wait_all_tasks_blocked()
+        lock.release()
+    spare = lock._sem._waiters._spare
+    assert spare is not None
+    assert spare.task is None
+    assert spare.payload == 1

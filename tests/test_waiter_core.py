@@ -777,3 +777,63 @@ async def test_cancelled_waiter_lets_go_of_its_payload_while_still_queued() -> N
         head = queue.pop()
         assert head is not None
         head.grant()
+
+
+# ---------------------------------------------------------------------------
+# Recycling: a settled waiter is reused by the next wait on its structure
+# ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def native_only() -> None:
+    if core.FORCE_GENERIC:
+        pytest.skip("only the native waiters are recycled")
+
+
+@pytest.mark.parametrize("kind", ["queue", "slot"])
+async def test_a_settled_waiter_is_reused_by_the_next_wait_on_its_structure(
+    kind: str, native_only: None
+) -> None:
+    structure: WaitQueue[str] | Slot[str] = WaitQueue() if kind == "queue" else Slot()
+    seen: list[tuple[Waiter[str], object, str]] = []
+
+    def check(waiter: Waiter[str]) -> None:
+        seen.append((waiter, waiter.wait, waiter.payload))
+
+    await park_one_and_grant(structure, check)
+    await park_one_and_grant(structure, check)
+    (first, first_wait, _), (second, second_wait, payload) = seen
+    assert second is first  # no new object
+    assert second_wait is not first_wait  # a new future or Trio sleep
+    assert payload == "a"
+    assert structure._spare is first
+    assert first.payload is None  # keeps nothing
+    assert first.value is None
+
+
+async def test_a_cancelled_waiter_is_never_reused(native_only: None) -> None:
+    # It may still sit in the queue (asyncio marks it and moves on), so the
+    # next wait must get a new object.
+    q: WaitQueue[str] = WaitQueue()
+    seen: list[Waiter[str]] = []
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(q.park, "head")  # keeps the cancelled one queued
+        await settle()
+        with anyio.CancelScope() as scope:
+
+            async def cancel() -> None:
+                seen.append(q.parked[-1])
+                scope.cancel()
+
+            tg.start_soon(cancel)
+            await q.park("cancelled")
+        assert q._spare is None
+        results: dict[object, object] = {}
+        tg.start_soon(park_into, q, "next", results)
+        await settle()
+        assert q.parked[-1] is not seen[0]
+        for _ in range(2):
+            waiter = q.pop()
+            assert waiter is not None
+            waiter.grant("ok")
+    assert results == {"next": "ok"}

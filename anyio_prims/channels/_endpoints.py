@@ -157,6 +157,9 @@ class SendEndpoint(_Endpoint, ObjectSendStream[T_contra], Generic[T_contra]):
             state.send_in_flight = False
             state.sync()
             raise waiter.value
+        # waiters.recycle(waiter), inlined (value is None).
+        waiter.payload = None  # type: ignore[assignment]  # never read again
+        waiters._spare = waiter
         if state.single_sender:
             state.send_in_flight = False
             state.sync()
@@ -258,7 +261,11 @@ class ReceiveEndpoint(_Endpoint, ObjectReceiveStream[T_co], Generic[T_co]):
             state.sync()
             raise waiter.value
         state.resumed(call)
-        return cast("T_co", waiter.value)
+        item = waiter.value
+        # waiters.recycle(waiter), inlined.
+        waiter.payload = waiter.value = None  # type: ignore[assignment]
+        waiters._spare = waiter
+        return cast("T_co", item)
 
     def receive_nowait(self) -> T_co:
         """Receive the next item if there is one.  Not a checkpoint.

@@ -150,6 +150,9 @@ def check_max_items(max_items: object) -> int:
 class Waiting(Protocol[P]):
     """What ``Slot`` and ``WaitQueue`` have in common."""
 
+    #: A settled waiter kept for the next wait (see ``Parking.recycle``).
+    _spare: Waiter[Any] | None
+
     @property
     def parked(self) -> Any:
         """Falsy when nobody is parked (one attribute test, for close paths)."""

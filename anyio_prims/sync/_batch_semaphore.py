@@ -134,7 +134,8 @@ class BatchSemaphore:
         if self._must_wait(n):
             # WaitQueue.park(n, self._give_back, self._grant_waiters)
             # inlined: no coroutine frame between this call and the wait.
-            waiter = self._waiters.enqueue(n)
+            waiters = self._waiters
+            waiter = waiters.enqueue(n)
             try:
                 await waiter.wait
             except BaseException as exc:
@@ -142,6 +143,7 @@ class BatchSemaphore:
             if waiter.state is FAILED:  # closed while waiting
                 self._grant_waiters()
                 raise waiter.value
+            waiters._spare = waiter  # recycle(), inlined: payload, value are ints
 
     def _can_take(self, n: object) -> bool:
         """Whether ``acquire(n)`` would proceed without waiting now."""

@@ -113,12 +113,16 @@ class Lock:
             raise RuntimeError("Attempted to acquire an already held Lock")
         # BatchSemaphore.acquire(1)'s wait, inlined (see the module comment);
         # the grant names this task the owner.
-        waiter = sem._waiters.enqueue(1)
+        waiters = sem._waiters
+        waiter = waiters.enqueue(1)
         waiter.task = task
         try:
             await waiter.wait
         except BaseException as exc:
             self._leave_and_raise(waiter, exc)
+        # waiters.recycle(waiter), inlined (payload and value are ints).
+        waiter.task = None
+        waiters._spare = waiter
 
     def acquire_nowait(self) -> None:
         """Acquire the lock without blocking.  Not a checkpoint.
@@ -267,11 +271,13 @@ class Semaphore:
             sem._value -= 1
             return
         # BatchSemaphore.acquire(1)'s wait, inlined (see the module comment).
-        waiter = sem._waiters.enqueue(1)
+        waiters = sem._waiters
+        waiter = waiters.enqueue(1)
         try:
             await waiter.wait
         except BaseException as exc:
             sem._leave_and_raise(waiter, exc)
+        waiters._spare = waiter  # recycle(), inlined: payload, value are ints
 
     def acquire_nowait(self) -> None:
         """Decrement the value without blocking.  Not a checkpoint.
@@ -322,11 +328,13 @@ class Semaphore:
         if sem._value > 0 and not sem._waiters.parked:
             sem._value -= 1
             return self
-        waiter = sem._waiters.enqueue(1)  # as in acquire()
+        waiters = sem._waiters  # as in acquire()
+        waiter = waiters.enqueue(1)
         try:
             await waiter.wait
         except BaseException as exc:
             sem._leave_and_raise(waiter, exc)
+        waiters._spare = waiter
         return self
 
     async def __aexit__(

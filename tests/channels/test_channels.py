@@ -916,3 +916,34 @@ async def test_receive_many_of_a_non_int_raises_type_error(
     with pytest.raises(TypeError, match="max_items"):
         await rx.receive_many(max_items)
     assert rx.receive_nowait() == 1
+
+
+async def test_a_handed_over_item_is_not_kept_by_the_channel_after_the_wait(
+    flavour: str,
+) -> None:
+    # A task that waited hands its waiter back to the channel for the next
+    # wait (see _core/_waiter.py); the waiter must not keep the item it
+    # carried (a blocked send) or was granted (a blocked receive).
+    tx, rx = channel(flavour, 0)
+    sent, granted = Item(1), Item(2)
+    refs = [weakref.ref(sent), weakref.ref(granted)]
+    got: list[Any] = []
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(tx.send, sent)  # parks: capacity 0
+        await settle()
+        got.append(await rx.receive())  # takes it from the parked sender
+
+        async def receive() -> None:
+            got.append(await rx.receive())
+
+        tg.start_soon(receive)  # parks: nothing to take
+        await settle()
+        await tx.send(granted)  # handed to the parked receiver
+    assert [item.n for item in got] == [1, 2]
+    got.clear()
+    del sent, granted
+    gc.collect()
+    assert [ref() for ref in refs] == [None, None]
+    # Both endpoints are still open: the channel, and the waiters it keeps
+    # for reuse, are alive.
+    assert tx.statistics().open_receivers == 1
