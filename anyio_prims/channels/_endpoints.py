@@ -24,6 +24,7 @@
 # when a second task uses it while one is blocked in it.
 from __future__ import annotations
 
+from functools import partial
 from types import TracebackType
 from typing import Any, ClassVar, Generic, TypeVar, cast
 
@@ -36,7 +37,6 @@ from ._state import (
     NOTHING,
     ChannelState,
     ChannelStatistics,
-    ReceiveCall,
     check_max_items,
 )
 
@@ -243,27 +243,26 @@ class ReceiveEndpoint(_Endpoint, ObjectReceiveStream[T_co], Generic[T_co]):
         if taken is not NOTHING:
             return cast("T_co", taken)
         # Block until a sender grants an item.  If the task is cancelled
-        # after the grant, the core calls ``call`` to pass the item on.
-        call = ReceiveCall(self, state)
+        # after the grant, the item is passed on (``state.give_back``).
         state.send_limit = 0  # a receiver is parked: sends go to it
-        # The waiters' park(call, call), inlined as in send().
+        # The waiters' park(self, give_back), inlined as in send().
         waiters = state.recv_waiters
         if waiters is NOT_OPENED:  # the first receive on this channel to park
             waiters = state.open_recv_waiters()
-        waiter = waiters.enqueue(call)
+        waiter = waiters.enqueue(self)
         try:
             await waiter.wait
         except BaseException as exc:
-            waiters._interrupted(waiter, exc, call)
+            waiters._interrupted(waiter, exc, partial(state.give_back, waiter))
             state.sync()
             raise
         if waiter.state is FAILED:
             state.sync()
             raise waiter.value
-        state.resumed(call)
+        state.resumed(waiter)
         item = waiter.value
         # waiters.recycle(waiter), inlined.
-        waiter.payload = waiter.value = None  # type: ignore[assignment]
+        waiter.payload = waiter.value = None
         waiters._spare = waiter
         return cast("T_co", item)
 

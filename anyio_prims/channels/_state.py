@@ -12,8 +12,9 @@
 # is made, used and dropped then pays for neither structure.
 #
 # A blocked sender's waiter payload is ``(endpoint, item)``; a blocked
-# receiver's is a ReceiveCall made for that one call, so it also names the
-# call (see ``in_flight``).  Items move by direct handoff: a send that finds
+# receiver's is its endpoint, and its waiter names the call (see
+# ``in_flight``): a waiter serves one call at a time, even when it is
+# recycled for the next.  Items move by direct handoff: a send that finds
 # a receiver parked grants it the item, with no hop through the buffer, and
 # a receive that frees room grants the head sender (its item moves into the
 # buffer, or straight to the receiver when the capacity is 0).
@@ -192,29 +193,12 @@ def take_owned(
     return []
 
 
-class ReceiveCall:
-    """One blocked receive: its waiter's payload, and its ``give_back``.
-
-    One object per blocked call names the call (to find its waiter in
-    ``in_flight``) and is the callback the core calls on grant-then-cancel.
-    """
-
-    __slots__ = ("owner", "state")
-
-    def __init__(self, owner: object, state: ChannelState[Any]) -> None:
-        self.owner = owner
-        self.state = state
-
-    def __call__(self, _item: object) -> None:
-        self.state.give_back(self)
-
-
 def _sender_of(payload: tuple[object, object]) -> object:
     return payload[0]
 
 
-def _receiver_of(payload: ReceiveCall) -> object:
-    return payload.owner
+def _receiver_of(payload: object) -> object:
+    return payload  # a blocked receive's payload is its endpoint
 
 
 def drain(waiting: Waiting[Any]) -> list[Waiter[Any]]:
@@ -266,10 +250,10 @@ class ChannelState(Generic[T]):
         #: else a WaitQueue, made by the first park on that side (see
         #: ``open_send_waiters``); until then the shared empty NOT_OPENED.
         self.send_waiters: Waiting[tuple[object, T]] = NOT_OPENED
-        self.recv_waiters: Waiting[ReceiveCall] = NOT_OPENED
+        self.recv_waiters: Waiting[object] = NOT_OPENED
         self.single_sender = single_sender
         self.single_receiver = single_receiver
-        self.in_flight: deque[Waiter[ReceiveCall]] = NO_IN_FLIGHT
+        self.in_flight: deque[Waiter[object]] = NO_IN_FLIGHT
         #: a single sender's item was taken and its task has not resumed
         self.send_in_flight = False
         # The gates (see the top of the file), as they are once the factory
@@ -288,7 +272,7 @@ class ChannelState(Generic[T]):
         waiters = self.send_waiters = Slot() if self.single_sender else WaitQueue()
         return waiters
 
-    def open_recv_waiters(self) -> Waiting[ReceiveCall]:
+    def open_recv_waiters(self) -> Waiting[object]:
         """Make the receivers' wait structure; as :meth:`open_send_waiters`."""
         waiters = self.recv_waiters = Slot() if self.single_receiver else WaitQueue()
         # Only a receiver that parked can be granted an item (I3).
@@ -421,25 +405,27 @@ class ChannelState(Generic[T]):
             buffer.append(self.grant_sender(sender))
         self.sync()
 
-    def resumed(self, call: ReceiveCall) -> None:
-        """The receive ``call`` was granted and its task has resumed."""
+    def resumed(self, waiter: Waiter[object]) -> None:
+        """The receive that parked on ``waiter`` was granted and has resumed."""
         in_flight = self.in_flight
-        if in_flight[0].payload is call:
+        if in_flight[0] is waiter:
             in_flight.popleft()
         else:  # resumed out of grant order (Trio runs a batch in any order)
-            for waiter in in_flight:
-                if waiter.payload is call:
-                    in_flight.remove(waiter)
-                    break
+            in_flight.remove(waiter)  # Waiter has no __eq__: by identity
         if self.single_receiver:
             self.sync()  # the receiver is free again: reopen its fast path
 
-    def give_back(self, call: ReceiveCall) -> None:
-        """The receive ``call`` was granted, then cancelled: pass its item on."""
+    def give_back(self, waiter: Waiter[object], _item: object = None) -> None:
+        """The receive that parked on ``waiter`` was granted, then cancelled:
+        pass its item on.
+
+        The core's ``give_back`` callback, bound to ``waiter`` (the item the
+        core passes is ``waiter.value``, read here from the waiter).
+        """
         in_flight = self.in_flight
         index = 0
-        for waiter in in_flight:
-            if waiter.payload is call:
+        for granted in in_flight:
+            if granted is waiter:
                 break
             index += 1
         else:  # pragma: no cover - every granted receiver is in in_flight
