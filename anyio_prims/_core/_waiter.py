@@ -297,7 +297,7 @@ class Parking(Generic[P]):
             self._loop = None
             if "trio" in sys.modules:
                 waiter: Waiter[Any] | None = self._spare
-                if waiter is not None and waiter.__class__ is TrioWaiter:
+                if waiter is not None and type(waiter) is TrioWaiter:
                     # A recycled waiter: a new sleep, no new object.
                     self._spare = None
                     lowlevel = trio_lowlevel()
@@ -419,7 +419,7 @@ class WaitQueue(Parking[P]):
             # threads): skip the dispatch.  See the module comment.
             WAITER_STATS.created += 1
             waiter: Waiter[Any] | None = self._spare
-            if waiter is not None and waiter.__class__ is AsyncioWaiter:
+            if waiter is not None and type(waiter) is AsyncioWaiter:
                 # A recycled waiter: a new future, no new object.
                 self._spare = None
                 waiter.payload = payload
@@ -535,7 +535,7 @@ class Slot(Parking[P]):
         if loop is not None and loop in _tasks_by_loop:
             WAITER_STATS.created += 1
             waiter: Waiter[Any] | None = self._spare
-            if waiter is not None and waiter.__class__ is AsyncioWaiter:
+            if waiter is not None and type(waiter) is AsyncioWaiter:
                 self._spare = None
                 waiter.payload = payload
                 waiter.state = PENDING

@@ -151,8 +151,12 @@ def check_max_items(max_items: object) -> int:
 class Waiting(Protocol[P]):
     """What ``Slot`` and ``WaitQueue`` have in common."""
 
-    #: A settled waiter kept for the next wait (see ``Parking.recycle``).
-    _spare: Waiter[Any] | None
+    @property
+    def _spare(self) -> Waiter[Any] | None:
+        """A settled waiter kept for the next wait (see ``Parking.recycle``)."""
+
+    @_spare.setter
+    def _spare(self, waiter: Waiter[Any] | None) -> None: ...
 
     @property
     def parked(self) -> Any:
