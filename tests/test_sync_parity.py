@@ -6,10 +6,8 @@ A scenario takes a namespace of the five classes and returns a trace.  Tasks
 are named, and statistics are recorded with task names instead of task
 objects, so traces compare across implementations.
 
-Known difference: an uncontended acquire takes its checkpoint before it
-takes the lock (AnyIO: after, shielded), so a task that snapshots
-``tasks_waiting`` right after such an acquire may see fewer waiters than
-with AnyIO; the scenarios snapshot it only once all tasks are blocked.
+An uncontended acquire takes the lock, unit or token first and then
+reaches its checkpoint, as AnyIO's does (``acquire_taken_before_checkpoint``).
 
 Exception messages are compared on asyncio; on Trio AnyIO passes some of
 Trio's own wording through (``Lock.release``), so there only the types are.
@@ -22,6 +20,7 @@ import math
 from collections.abc import Awaitable, Callable
 from functools import partial
 from types import SimpleNamespace
+from typing import Any
 
 import anyio
 import anyio.lowlevel
@@ -314,6 +313,87 @@ async def test_semaphore_matches_anyio(
     scenario: Scenario, anyio_backend_name: str
 ) -> None:
     await assert_same_trace(scenario, anyio_backend_name)
+
+
+# The order of an uncontended acquire (Lock, Semaphore, CapacityLimiter)
+
+
+def _acquirable(ns: SimpleNamespace, kind: str) -> object:
+    if kind == "Lock":
+        return ns.Lock()
+    if kind == "Semaphore":
+        return ns.Semaphore(1)
+    return ns.CapacityLimiter(1)
+
+
+async def acquire_taken_before_checkpoint(
+    kind: str, ns: SimpleNamespace, t: Tracer
+) -> None:
+    # A task woken just before another's uncontended acquire runs during
+    # that acquire's checkpoint: it finds the primitive already taken.
+    prim: Any = _acquirable(ns, kind)
+    woken = anyio.Event()
+
+    async def peek() -> None:
+        await woken.wait()
+        try:
+            prim.acquire_nowait()
+        except anyio.WouldBlock:
+            t.add("during the checkpoint", "taken")
+        else:
+            t.add("during the checkpoint", "free")
+            await anyio.lowlevel.checkpoint()
+            prim.release()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(peek)
+        await settle()
+        woken.set()
+        await prim.acquire()
+        await settle()
+        prim.release()
+    t.call("free again", prim.acquire_nowait)
+
+
+@pytest.mark.parametrize("kind", ["Lock", "Semaphore", "CapacityLimiter"])
+async def test_an_uncontended_acquire_takes_before_its_checkpoint_as_anyio(
+    kind: str, anyio_backend_name: str
+) -> None:
+    await assert_same_trace(
+        partial(acquire_taken_before_checkpoint, kind), anyio_backend_name
+    )
+
+
+@pytest.mark.parametrize("kind", ["Lock", "Semaphore", "CapacityLimiter"])
+async def test_an_acquire_cancelled_at_its_checkpoint_gives_back_what_it_took(
+    kind: str,
+) -> None:
+    # Ours only.  The acquire takes the primitive, then its checkpoint
+    # raises (the scope is cancelled): it must give it back, to the task
+    # that queued on it meanwhile (on asyncio that task runs during the
+    # checkpoint; Trio runs the two in either order), and hold nothing.
+    prim: Any = _acquirable(OURS, kind)
+    woken = anyio.Event()
+    got: list[str] = []
+
+    async def queue() -> None:
+        await woken.wait()
+        await prim.acquire()
+        got.append("queued task")
+        prim.release()
+
+    with anyio.fail_after(5):  # a regression fails, it does not hang
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(queue)
+            await settle()
+            woken.set()
+            with anyio.CancelScope() as scope:
+                scope.cancel()
+                await prim.acquire()
+                got.append("cancelled acquire")
+    assert scope.cancelled_caught
+    assert got == ["queued task"]
+    prim.acquire_nowait()  # free again
 
 
 # CapacityLimiter

@@ -4,7 +4,10 @@
 # Same constructor (an int or math.inf), writable total_tokens, borrower
 # rules, statistics class, exception types and messages as AnyIO 4, and
 # creatable outside a running event loop.  Every acquire is a checkpoint
-# (strict), as in AnyIO; the checkpoint comes before the fast path.
+# (strict), as in AnyIO, and in AnyIO's order: one that can proceed borrows
+# the token first and then reaches its checkpoint, giving the token back if
+# cancelled there; one that must wait parks at once (parking is the
+# checkpoint).
 #
 # Why not a BatchSemaphore underneath, as Lock and Semaphore have: a limiter
 # must record the *borrower* at the moment it grants a token, before the
@@ -106,7 +109,6 @@ class CapacityLimiter:
 
         :raises RuntimeError: if the current task already holds a token
         """
-        await checkpoint()
         borrower = current_task()
         borrowers = self._borrowers
         if (
@@ -114,7 +116,13 @@ class CapacityLimiter:
             and not self._waiters.parked
             and borrower not in borrowers
         ):
+            # acquire_on_behalf_of(), written out: no extra coroutine frame.
             borrowers.add(borrower)
+            try:
+                await checkpoint()
+            except BaseException:
+                self.release_on_behalf_of(borrower)
+                raise
             return
         await self._acquire_blocking(borrower)
 
@@ -125,14 +133,21 @@ class CapacityLimiter:
 
         :raises RuntimeError: if ``borrower`` already holds a token
         """
-        await checkpoint()
         borrowers = self._borrowers
         if (
             len(borrowers) < self._total_tokens
             and not self._waiters.parked
             and borrower not in borrowers
         ):
+            # Taken, then the checkpoint (AnyIO's order): the tasks that run
+            # meanwhile see the token borrowed.  Cancelled there, it is
+            # given back (to whoever queued meanwhile) and nothing is held.
             borrowers.add(borrower)
+            try:
+                await checkpoint()
+            except BaseException:
+                self.release_on_behalf_of(borrower)
+                raise
             return
         await self._acquire_blocking(borrower)
 

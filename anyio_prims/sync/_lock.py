@@ -17,13 +17,15 @@
 # the next waiter).  The semaphore is never closed, so no waiter is FAILED.
 #
 # Checkpoints: strict by default, as AnyIO: every acquire() is a checkpoint.
-# One that can proceed takes it before the fast path, so a cancellation there
-# leaves nothing acquired (AnyIO takes the lock first and then yields,
-# shielded; the visible difference is that other tasks run before the lock
-# is taken, not after); one that must wait parks at once, and parking is the
-# checkpoint, as in AnyIO.  ``fast_acquire=True`` selects the budgeted mode:
-# a checkpoint at least once every 64 calls instead of AnyIO's per-call
-# cancellation check (a deliberate deviation, see docs/semantics.md).
+# One that can proceed takes the lock (or unit) first and then reaches its
+# checkpoint, in AnyIO's order, so the tasks that run meanwhile see it taken;
+# a cancellation delivered there gives it back (``release()``, which hands
+# it to whoever queued meanwhile) and propagates, so a cancelled acquire
+# holds nothing (AnyIO's yield there is shielded, and the cancellation lands
+# at the next checkpoint instead).  One that must wait parks at once, and
+# parking is the checkpoint, as in AnyIO.  ``fast_acquire=True`` selects the
+# budgeted mode: a checkpoint at least once every 64 calls instead of AnyIO's
+# per-call cancellation check (a deliberate deviation, see docs/semantics.md).
 #
 # Lock invariants:
 #   _sem._value == 1  iff  nobody holds the lock and nobody has been handed it;
@@ -94,20 +96,23 @@ class Lock:
         :raises RuntimeError: if the current task already holds the lock
         """
         sem = self._sem
-        budget = BUDGET
-        budget.left -= 1
-        if (budget.left <= 0 or self._strict) and (
-            sem._value > 0 and not sem._waiters.parked
-        ):
-            # Only a call that can proceed checkpoints here: one that must
-            # wait parks, and parking is the checkpoint (as in AnyIO).
-            await budget_checkpoint()
         task = self._tasks.get(self._task_key)
         if task is None:
             task, self._tasks, self._task_key = task_finder()
         if sem._value > 0 and not sem._waiters.parked:
             sem._value = 0
             self._owner = task
+            budget = BUDGET
+            budget.left -= 1
+            if budget.left <= 0 or self._strict:
+                # Taken, then the checkpoint (AnyIO's order; see the module
+                # comment).  A call that must wait parks below instead, and
+                # parking is the checkpoint (as in AnyIO).
+                try:
+                    await budget_checkpoint()
+                except BaseException:
+                    self.release()
+                    raise
             return
         if self._owner is task:
             raise RuntimeError("Attempted to acquire an already held Lock")
@@ -259,16 +264,17 @@ class Semaphore:
         next waiter, or back to the value.
         """
         sem = self._sem
-        budget = BUDGET
-        budget.left -= 1
-        if (budget.left <= 0 or self._strict) and (
-            sem._value > 0 and not sem._waiters.parked
-        ):
-            # Only a call that can proceed checkpoints here: one that must
-            # wait parks, and parking is the checkpoint (as in AnyIO).
-            await budget_checkpoint()
         if sem._value > 0 and not sem._waiters.parked:
             sem._value -= 1
+            budget = BUDGET
+            budget.left -= 1
+            if budget.left <= 0 or self._strict:
+                # Taken, then the checkpoint, as in Lock.acquire.
+                try:
+                    await budget_checkpoint()
+                except BaseException:
+                    self.release()
+                    raise
             return
         # BatchSemaphore.acquire(1)'s wait, inlined (see the module comment).
         waiters = sem._waiters
@@ -317,16 +323,16 @@ class Semaphore:
     async def __aenter__(self) -> Semaphore:
         # acquire() inlined: ``async with sem:`` costs no extra frame.
         sem = self._sem
-        budget = BUDGET
-        budget.left -= 1
-        if (budget.left <= 0 or self._strict) and (
-            sem._value > 0 and not sem._waiters.parked
-        ):
-            # Only a call that can proceed checkpoints here: one that must
-            # wait parks, and parking is the checkpoint (as in AnyIO).
-            await budget_checkpoint()
         if sem._value > 0 and not sem._waiters.parked:
             sem._value -= 1
+            budget = BUDGET
+            budget.left -= 1
+            if budget.left <= 0 or self._strict:
+                try:
+                    await budget_checkpoint()
+                except BaseException:
+                    self.release()
+                    raise
             return self
         waiters = sem._waiters  # as in acquire()
         waiter = waiters.enqueue(1)
