@@ -4,6 +4,8 @@ anyio.Condition."""
 from __future__ import annotations
 
 import asyncio
+import re
+from collections.abc import Callable
 from functools import partial
 
 import anyio
@@ -35,6 +37,23 @@ def asyncio_only(anyio_backend_name: str) -> None:
 
 def holds_lock(cond: Condition) -> bool:
     return cond.statistics().lock_statistics.owner == anyio.get_current_task()
+
+
+NewCondition = Callable[[], Condition]
+
+
+@pytest.fixture(params=["Lock", "anyio.Lock", "anyio.Lock_made_before_the_loop"])
+def new_condition(request: pytest.FixtureRequest) -> NewCondition:
+    """Makes a Condition on each kind of lock it takes, as anyio's does: ours,
+    an anyio.Lock made in the task (the backend's own lock), and one made
+    outside an event loop (anyio's LockAdapter, which picks one on first
+    use).  The Condition tests below hold for all three."""
+    if request.param == "Lock":
+        return lambda: Condition(Lock())
+    if request.param == "anyio.Lock":
+        return lambda: Condition(anyio.Lock())
+    lock = anyio.Lock()  # a sync fixture runs outside the event loop
+    return lambda: Condition(lock)
 
 
 # Event
@@ -156,13 +175,38 @@ async def test_condition_uses_the_lock_given() -> None:
     assert not lock.locked()
 
 
-def test_condition_with_another_kind_of_lock_raises_type_error() -> None:
-    with pytest.raises(TypeError, match="lock must be"):
-        Condition(object())  # type: ignore[arg-type]
+async def test_condition_accepts_an_anyio_lock() -> None:
+    lock = anyio.Lock()
+    cond = Condition(lock)
+    assert cond.statistics() == anyio.ConditionStatistics(0, lock.statistics())
+    async with cond:
+        assert lock.locked()
+        assert lock.statistics().owner == anyio.get_current_task()
+        assert cond.statistics().lock_statistics == lock.statistics()
+        cond.notify()  # the current task holds it: no RuntimeError
+    assert not lock.locked()
+    await lock.acquire()
+    assert cond.locked()
+    cond.release()  # the same lock, released through either
+    assert not lock.locked()
 
 
-async def test_acquire_nowait_release_and_locked_use_the_lock() -> None:
-    cond = Condition()
+@pytest.mark.parametrize(
+    "not_a_lock",
+    [object(), asyncio.Lock(), Event()],
+    ids=["object", "asyncio.Lock", "Event"],
+)
+def test_condition_rejects_a_non_lock(not_a_lock: object) -> None:
+    expected = "lock must be an anyio_prims Lock or an anyio.Lock, not "
+    expected += type(not_a_lock).__name__
+    with pytest.raises(TypeError, match=f"^{re.escape(expected)}$"):
+        Condition(not_a_lock)  # type: ignore[arg-type]
+
+
+async def test_acquire_nowait_release_and_locked_use_the_lock(
+    new_condition: NewCondition,
+) -> None:
+    cond = new_condition()
     cond.acquire_nowait()
     assert cond.locked()
     assert holds_lock(cond)
@@ -174,14 +218,18 @@ async def test_acquire_nowait_release_and_locked_use_the_lock() -> None:
 
 
 @pytest.mark.parametrize("method", ["notify", "notify_all"])
-async def test_notify_without_the_lock_raises(method: str) -> None:
-    cond = Condition()
+async def test_notify_without_the_lock_raises(
+    method: str, new_condition: NewCondition
+) -> None:
+    cond = new_condition()
     with pytest.raises(RuntimeError, match=NOT_HOLDING):
         getattr(cond, method)()
 
 
-async def test_notify_with_the_lock_held_by_another_task_raises() -> None:
-    cond = Condition()
+async def test_notify_with_the_lock_held_by_another_task_raises(
+    new_condition: NewCondition,
+) -> None:
+    cond = new_condition()
     raised = False
 
     async def notify() -> None:
@@ -195,15 +243,17 @@ async def test_notify_with_the_lock_held_by_another_task_raises() -> None:
     assert raised
 
 
-async def test_wait_without_the_lock_raises() -> None:
-    cond = Condition()
+async def test_wait_without_the_lock_raises(new_condition: NewCondition) -> None:
+    cond = new_condition()
     with pytest.raises(RuntimeError, match=NOT_HOLDING):
         await cond.wait()
     assert cond.statistics().tasks_waiting == 0
 
 
-async def test_wait_releases_the_lock_until_notified() -> None:
-    cond = Condition()
+async def test_wait_releases_the_lock_until_notified(
+    new_condition: NewCondition,
+) -> None:
+    cond = new_condition()
     held_after_wait = False
 
     async def wait() -> None:
@@ -221,8 +271,10 @@ async def test_wait_releases_the_lock_until_notified() -> None:
     assert held_after_wait
 
 
-async def test_notify_wakes_waiters_in_arrival_order() -> None:
-    cond = Condition()
+async def test_notify_wakes_waiters_in_arrival_order(
+    new_condition: NewCondition,
+) -> None:
+    cond = new_condition()
     order: list[int] = []
 
     async def wait(i: int) -> None:
@@ -239,8 +291,8 @@ async def test_notify_wakes_waiters_in_arrival_order() -> None:
     assert order == [0, 1, 2, 3]
 
 
-async def test_notify_n_wakes_the_first_n_waiters() -> None:
-    cond = Condition()
+async def test_notify_n_wakes_the_first_n_waiters(new_condition: NewCondition) -> None:
+    cond = new_condition()
     woken: list[int] = []
 
     async def wait(i: int) -> None:
@@ -260,8 +312,8 @@ async def test_notify_n_wakes_the_first_n_waiters() -> None:
     assert sorted(woken) == [0, 1, 2, 3]
 
 
-async def test_notify_all_wakes_every_waiter() -> None:
-    cond = Condition()
+async def test_notify_all_wakes_every_waiter(new_condition: NewCondition) -> None:
+    cond = new_condition()
     woken = 0
 
     async def wait() -> None:
@@ -280,8 +332,10 @@ async def test_notify_all_wakes_every_waiter() -> None:
     assert woken == 3
 
 
-async def test_a_notification_with_nobody_waiting_is_not_kept() -> None:
-    cond = Condition()
+async def test_a_notification_with_nobody_waiting_is_not_kept(
+    new_condition: NewCondition,
+) -> None:
+    cond = new_condition()
     woken = False
 
     async def wait() -> None:
@@ -302,8 +356,10 @@ async def test_a_notification_with_nobody_waiting_is_not_kept() -> None:
     assert woken
 
 
-async def test_wait_for_returns_the_true_predicate_value() -> None:
-    cond = Condition()
+async def test_wait_for_returns_the_true_predicate_value(
+    new_condition: NewCondition,
+) -> None:
+    cond = new_condition()
     items: list[str] = []
 
     async def consume() -> None:
@@ -324,14 +380,18 @@ async def test_wait_for_returns_the_true_predicate_value() -> None:
             cond.notify()
 
 
-async def test_wait_for_a_true_predicate_does_not_wait() -> None:
-    cond = Condition()
+async def test_wait_for_a_true_predicate_does_not_wait(
+    new_condition: NewCondition,
+) -> None:
+    cond = new_condition()
     async with cond:
         assert await cond.wait_for(lambda: 42) == 42
 
 
-async def test_condition_statistics_count_waiters_and_show_the_lock() -> None:
-    cond = Condition()
+async def test_condition_statistics_count_waiters_and_show_the_lock(
+    new_condition: NewCondition,
+) -> None:
+    cond = new_condition()
 
     async def wait() -> None:
         async with cond:
@@ -349,8 +409,10 @@ async def test_condition_statistics_count_waiters_and_show_the_lock() -> None:
             cond.notify_all()
 
 
-async def test_wait_in_a_cancelled_scope_raises_and_keeps_the_lock() -> None:
-    cond = Condition()
+async def test_wait_in_a_cancelled_scope_raises_and_keeps_the_lock(
+    new_condition: NewCondition,
+) -> None:
+    cond = new_condition()
     async with cond:
         with anyio.CancelScope() as scope:
             scope.cancel()
@@ -362,10 +424,12 @@ async def test_wait_in_a_cancelled_scope_raises_and_keeps_the_lock() -> None:
 
 @pytest.mark.parametrize("source", CANCEL_SOURCES)
 async def test_cancelled_wait_holds_the_lock_when_it_raises(
-    source: str, anyio_backend_name: str
+    source: str,
+    anyio_backend_name: str,
+    new_condition: NewCondition,
 ) -> None:
     skip_if_unsupported(source, anyio_backend_name)
-    cond = Condition()
+    cond = new_condition()
     held: list[bool] = []
 
     async def wait() -> None:
@@ -381,8 +445,10 @@ async def test_cancelled_wait_holds_the_lock_when_it_raises(
     assert cond.statistics().tasks_waiting == 0
 
 
-async def test_cancelled_wait_waits_for_the_lock_before_raising() -> None:
-    cond = Condition()
+async def test_cancelled_wait_waits_for_the_lock_before_raising(
+    new_condition: NewCondition,
+) -> None:
+    cond = new_condition()
     scope = anyio.CancelScope()
     held: list[bool] = []
 
@@ -406,8 +472,10 @@ async def test_cancelled_wait_waits_for_the_lock_before_raising() -> None:
 
 
 @pytest.mark.usefixtures("asyncio_only")
-async def test_notified_then_cancelled_waiter_passes_the_notification_on() -> None:
-    cond = Condition()
+async def test_notified_then_cancelled_waiter_passes_the_notification_on(
+    new_condition: NewCondition,
+) -> None:
+    cond = new_condition()
     woken: list[str] = []
 
     async def wait(name: str) -> None:
@@ -432,8 +500,10 @@ async def test_notified_then_cancelled_waiter_passes_the_notification_on() -> No
 
 
 @pytest.mark.usefixtures("asyncio_only")
-async def test_task_cancel_while_reacquiring_still_reacquires() -> None:
-    cond = Condition()
+async def test_task_cancel_while_reacquiring_still_reacquires(
+    new_condition: NewCondition,
+) -> None:
+    cond = new_condition()
     held: list[bool] = []
 
     async def wait() -> None:

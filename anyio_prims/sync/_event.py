@@ -10,7 +10,13 @@
 # cancellation (the no-op ``give_back`` makes park() propagate it), as
 # AnyIO's asyncio Event does: nothing was consumed, the event stays set.
 #
-# Condition: a WaitQueue of notification waiters beside a Lock from _lock.py.
+# Condition: a WaitQueue of notification waiters beside a Lock from _lock.py,
+# or beside an anyio.Lock (one not migrated yet), as anyio's Condition takes.
+# The anyio lock is wrapped once, in __init__, in an _AnyioLock that offers
+# what Condition uses of ours: the lock's own bound methods, and an ``_owner``
+# that answers "does the current task hold it?" from its public statistics(),
+# as anyio's Condition does.  So no call tests which kind of lock it has, and
+# with our Lock the paths are unchanged.
 # wait() releases the lock, parks, and re-acquires the lock shielded before
 # it returns or raises, so the caller always holds the lock afterwards.  A
 # waiter notified and then cancelled before it runs passes its notification
@@ -21,9 +27,9 @@
 # only then raises it; AnyIO's Condition raises it without the lock.
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from types import TracebackType
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import anyio
 
@@ -86,11 +92,39 @@ class Event:
         return f"<{type(self).__name__} {state} waiting={len(self._waiters)}>"
 
 
+class _AnyioLock:
+    """An :class:`anyio.Lock` as Condition uses a Lock, by its public API.
+
+    The methods are the anyio lock's own, bound (no extra frame per call).
+    """
+
+    __slots__ = ("acquire", "acquire_nowait", "locked", "release", "statistics")
+
+    def __init__(self, lock: anyio.Lock) -> None:
+        self.acquire: Callable[[], Coroutine[Any, Any, None]] = lock.acquire
+        self.acquire_nowait: Callable[[], None] = lock.acquire_nowait
+        self.release: Callable[[], None] = lock.release
+        self.locked: Callable[[], bool] = lock.locked
+        self.statistics: Callable[[], anyio.LockStatistics] = lock.statistics
+
+    @property
+    def _owner(self) -> object | None:
+        # Condition only asks whether the current task holds the lock.  anyio
+        # names the owner by a TaskInfo, equal to get_current_task() for the
+        # same task: the current task object if it holds the lock, else None.
+        owner = self.statistics().owner
+        if owner is not None and owner == anyio.get_current_task():
+            return current_task()
+        return None
+
+
 class Condition:
     """A condition variable: a drop-in for :class:`anyio.Condition`.
 
-    :param lock: the :class:`Lock` to use (an anyio_prims Lock); a new one
-        if ``None``
+    :param lock: the lock to use: an anyio_prims :class:`Lock`, or an
+        :class:`anyio.Lock` (used through its public API only, so it keeps
+        its own speed and checkpoints); a new anyio_prims Lock if ``None``
+    :raises TypeError: if ``lock`` is neither
 
     ``async with cond:`` acquires the lock for the block.  Waiters are
     notified in arrival order.
@@ -98,14 +132,19 @@ class Condition:
 
     __slots__ = ("__weakref__", "_lock", "_waiters")
 
-    def __init__(self, lock: Lock | None = None) -> None:
+    def __init__(self, lock: Lock | anyio.Lock | None = None) -> None:
+        self._lock: Lock | _AnyioLock
         if lock is None:
-            lock = Lock()
-        elif not isinstance(lock, Lock):
+            self._lock = Lock()
+        elif isinstance(lock, Lock):
+            self._lock = lock
+        elif isinstance(lock, anyio.Lock):
+            self._lock = _AnyioLock(lock)
+        else:
             raise TypeError(
-                f"lock must be an anyio_prims Lock, not {type(lock).__name__}"
+                "lock must be an anyio_prims Lock or an anyio.Lock, "
+                f"not {type(lock).__name__}"
             )
-        self._lock = lock
         self._waiters: WaitQueue[None] = WaitQueue()
 
     def _check_acquired(self) -> None:
@@ -116,10 +155,11 @@ class Condition:
         """Acquire the underlying lock, blocking until it is free.
 
         Blocks while another task holds the lock or waits for it (FIFO).  A
-        checkpoint on every call, as in AnyIO (unless the lock was made with
-        ``fast_acquire=True``: then when it blocks, and otherwise at least
-        once every 64 calls).  If cancelled, the call holds nothing: a lock
-        handed to it meanwhile goes to the next waiter.
+        checkpoint on every call, as in AnyIO (unless the lock is ours, made
+        with ``fast_acquire=True``: then when it blocks, and otherwise at
+        least once every 64 calls; an :class:`anyio.Lock` keeps AnyIO's
+        rule).  If cancelled, the call holds nothing: a lock handed to it
+        meanwhile goes to the next waiter.
 
         :raises RuntimeError: if the current task already holds the lock
         """
