@@ -13,6 +13,14 @@
 # * when the last receiver closes, buffered items are released at once
 #   (anyio keeps them until the streams are collected), so
 #   ``current_buffer_used`` is 0 from then on.
+#
+# The endpoint classes are registered as virtual subclasses of anyio's (its
+# classes are ABCs), so isinstance() and functools.singledispatch on
+# anyio.streams.memory.MemoryObjectSendStream / MemoryObjectReceiveStream
+# take ours too.  Not real subclasses: anyio's classes are dataclasses with
+# its own buffer state.  anyio never tests an object against those classes
+# (anyio 4.16), so the registration changes none of its code paths.  Type
+# checkers do not see a registration: to them the classes stay distinct.
 from __future__ import annotations
 
 import math
@@ -20,6 +28,7 @@ import warnings
 from typing import Any, Generic, TypeVar
 
 import anyio
+import anyio.streams.memory
 from anyio.streams.memory import MemoryObjectStreamStatistics
 
 from ._endpoints import ReceiveEndpoint, SendEndpoint
@@ -106,6 +115,10 @@ class MemoryObjectReceiveStream(ReceiveEndpoint[T_co], Generic[T_co]):
                 stacklevel=1,
                 source=self,
             )
+
+
+anyio.streams.memory.MemoryObjectSendStream.register(MemoryObjectSendStream)
+anyio.streams.memory.MemoryObjectReceiveStream.register(MemoryObjectReceiveStream)
 
 
 class create_memory_object_stream(

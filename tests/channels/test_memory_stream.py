@@ -10,6 +10,7 @@ the test says so.
 
 from __future__ import annotations
 
+import functools
 import gc
 import math
 from collections.abc import Awaitable, Callable
@@ -18,6 +19,7 @@ from typing import Any
 
 import anyio
 import anyio.lowlevel
+import anyio.streams.memory
 import pytest
 from anyio.streams.memory import MemoryObjectStreamStatistics
 
@@ -281,6 +283,50 @@ def test_call_forms_match_anyio() -> None:
         assert isinstance(rx, anyio.abc.ObjectReceiveStream)
         tx.close()
         rx.close()
+
+
+async def test_streams_are_instances_of_anyio_memory_stream_classes() -> None:
+    tx, rx = create_memory_object_stream[int](1)
+    tx2, rx2 = tx.clone(), rx.clone()
+    with tx, rx, tx2, rx2:
+        for send in (tx, tx2):
+            assert isinstance(send, anyio.streams.memory.MemoryObjectSendStream)
+            assert not isinstance(send, anyio.streams.memory.MemoryObjectReceiveStream)
+        for receive in (rx, rx2):
+            assert isinstance(receive, anyio.streams.memory.MemoryObjectReceiveStream)
+            assert not isinstance(receive, anyio.streams.memory.MemoryObjectSendStream)
+
+
+async def test_singledispatch_on_anyio_memory_stream_classes_reaches_ours() -> None:
+    # Beside handlers for the abstract streams, as code written for anyio
+    # has them: ours must reach the memory stream handlers, as anyio's do.
+    @functools.singledispatch
+    def kind(stream: object) -> str:
+        return "something else"
+
+    @kind.register(anyio.abc.ObjectSendStream)
+    def _(stream: object) -> str:
+        return "an object send stream"
+
+    @kind.register(anyio.abc.ObjectReceiveStream)
+    def _(stream: object) -> str:
+        return "an object receive stream"
+
+    @kind.register(anyio.streams.memory.MemoryObjectSendStream)
+    def _(stream: object) -> str:
+        return "a memory send stream"
+
+    @kind.register(anyio.streams.memory.MemoryObjectReceiveStream)
+    def _(stream: object) -> str:
+        return "a memory receive stream"
+
+    for tx, rx in [
+        anyio.create_memory_object_stream[int](1),
+        create_memory_object_stream[int](1),
+    ]:
+        async with tx, rx:
+            assert kind(tx) == "a memory send stream", type(tx)
+            assert kind(rx) == "a memory receive stream", type(rx)
 
 
 def test_statistics_is_anyios_tuple() -> None:
