@@ -16,7 +16,9 @@ Trio's own wording through (``Lock.release``), so there only the types are.
 from __future__ import annotations
 
 import asyncio
+import copy
 import math
+import pickle
 from collections.abc import Awaitable, Callable
 from functools import partial
 from types import SimpleNamespace
@@ -26,6 +28,7 @@ import anyio
 import anyio.lowlevel
 import pytest
 
+from anyio_prims import BatchSemaphore, RWLock
 from anyio_prims.sync._event import Condition, Event
 from anyio_prims.sync._limiter import CapacityLimiter
 from anyio_prims.sync._lock import Lock, Semaphore
@@ -670,3 +673,118 @@ async def test_grant_then_cancel_matches_anyio(
     if anyio_backend_name != "asyncio":
         pytest.skip("the race exists on asyncio only")
     await assert_same_trace(scenario, anyio_backend_name)
+
+
+# Task infos, wording on Trio, copying
+
+
+async def test_lock_owner_is_the_backend_task_info_anyio_gives() -> None:
+    ours, theirs = Lock(), anyio.Lock()
+    ours_cond, theirs_cond = Condition(), anyio.Condition()
+
+    async def hold() -> None:
+        async with ours, theirs, ours_cond, theirs_cond:
+            owners = [
+                ours.statistics().owner,
+                ours_cond.statistics().lock_statistics.owner,
+            ]
+            expected = theirs.statistics().owner
+            assert expected is not None
+            for owner in owners:
+                assert type(owner) is type(expected)
+                assert owner == expected
+                assert owner.parent_id == expected.parent_id
+                assert not owner.has_pending_cancellation()
+            with anyio.CancelScope() as scope:
+                scope.cancel()
+                assert expected.has_pending_cancellation()
+                for owner in owners:
+                    assert owner is not None
+                    assert owner.has_pending_cancellation()
+                await anyio.lowlevel.checkpoint()  # raises: the scope ends
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(hold)
+
+
+async def test_releasing_a_lock_held_by_another_task_words_it_as_anyio() -> None:
+    # On Trio AnyIO passes Trio's own message through.
+    messages: list[list[str]] = []
+    for lock in (anyio.Lock(), Lock()):
+        await lock.acquire()
+        seen: list[str] = []
+
+        async def release_it(lock: Any = lock, seen: list[str] = seen) -> None:
+            with pytest.raises(RuntimeError) as info:
+                lock.release()
+            seen.append(str(info.value))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(release_it)
+        lock.release()
+        messages.append(seen)
+    assert messages[0] == messages[1]
+
+
+def _idle_primitives() -> list[object]:
+    return [
+        Lock(),
+        Lock(fast_acquire=True),
+        Semaphore(2, max_value=3),
+        CapacityLimiter(2),
+        Event(),
+        Condition(),
+        RWLock(),
+        BatchSemaphore(3),
+    ]
+
+
+async def _use(prim: Any) -> None:
+    # Park on it once, so that it has bound its event loop and kept a spare
+    # waiter, then leave it idle.
+    if isinstance(prim, Event):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(prim.wait)
+            await settle()
+            prim.set()
+        return
+    if isinstance(prim, RWLock):
+        acquire, release = prim.acquire_write, prim.release_write
+    else:
+        acquire, release = prim.acquire, prim.release
+    await acquire()
+
+    async def wait_for_it() -> None:
+        await acquire()
+        release()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(wait_for_it)
+        await settle()
+        release()
+
+
+@pytest.mark.parametrize("used", [False, True], ids=["new", "used"])
+async def test_an_idle_primitive_copies_and_pickles_like_anyio_s(used: bool) -> None:
+    # anyio's Lock, Condition and Event copy and pickle; ours do, and so do
+    # the rest, also after use (which binds an event loop internally).
+    for prim in _idle_primitives():
+        if used:
+            await _use(prim)
+        for copied in (copy.deepcopy(prim), pickle.loads(pickle.dumps(prim))):
+            assert type(copied) is type(prim)
+            before = repr(prim)
+            assert repr(copied) == before
+            await _use(copied)  # works on this loop, independently
+            assert repr(prim) == before
+
+
+async def test_a_primitive_with_parked_tasks_is_not_copied() -> None:
+    sem = Semaphore(0)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(sem.acquire)
+        await settle()
+        for attempt in (copy.deepcopy, pickle.dumps):
+            with pytest.raises(TypeError, match="parked"):
+                attempt(sem)
+        sem.release()  # the parked task takes it and ends

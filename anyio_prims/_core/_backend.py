@@ -17,6 +17,7 @@
 # primitives never call into this module.
 from __future__ import annotations
 
+import asyncio
 import asyncio.tasks
 import os
 import sys
@@ -169,9 +170,23 @@ class _AnyTasks:
             return None
 
 
+class _NoTasks:
+    """The empty :class:`TaskMap`; copied and pickled as itself."""
+
+    __slots__ = ()
+
+    def get(self, key: object, /) -> object | None:
+        return None
+
+    def __reduce__(self) -> str:
+        return "NO_TASKS"
+
+
 #: The map an owner-tracking primitive starts with: it finds no task, so the
-#: first call binds a real one through :func:`task_finder`.
-NO_TASKS: Final[TaskMap] = types.MappingProxyType({})
+#: first call binds a real one through :func:`task_finder`.  A primitive
+#: that is copied or pickled starts from it again (the bound map may hold an
+#: event loop).
+NO_TASKS: Final[TaskMap] = _NoTasks()
 _TRIO_TASKS: Final = _TrioTasks()
 _ANY_TASKS: Final = _AnyTasks()
 
@@ -214,12 +229,37 @@ def task_info(task: object) -> anyio.TaskInfo:
     Equal to ``anyio.get_current_task()`` taken in that task (AnyIO compares
     task infos by ``id(task)`` on both backends).
     """
+    # AnyIO's own TaskInfo subclass for the backend, as its Lock statistics
+    # give (a parent_id and a working has_pending_cancellation()); these
+    # live in AnyIO's backend modules, so a plain TaskInfo is the fallback.
+    try:
+        if isinstance(task, asyncio.Task):
+            from anyio._backends._asyncio import AsyncIOTaskInfo
+
+            return AsyncIOTaskInfo(task)
+        if "trio" in sys.modules:  # imported already: no import cost here
+            from trio.lowlevel import Task as TrioTask
+
+            if isinstance(task, TrioTask):
+                from anyio._backends._trio import TrioTaskInfo
+
+                return TrioTaskInfo(task)
+    except (ImportError, AttributeError, TypeError):  # pragma: no cover
+        pass
     name = getattr(task, "name", None)
     if name is None:
         get_name = getattr(task, "get_name", None)
         name = get_name() if get_name is not None else None
     coro = getattr(task, "coro", None) or task.get_coro()  # type: ignore[attr-defined]
     return anyio.TaskInfo(id(task), None, name, coro)
+
+
+def on_trio() -> bool:
+    """Whether the running task is a Trio task (whichever waiter is in use).
+
+    For the few places where AnyIO's wording differs by backend.
+    """
+    return asyncio_loop() is None and "trio" in sys.modules
 
 
 def is_cancellation(exc: BaseException) -> bool:

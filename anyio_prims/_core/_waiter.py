@@ -404,6 +404,13 @@ class WaitQueue(Parking[P]):
     def __bool__(self) -> bool:
         return len(self.parked) > self._dead
 
+    def __getstate__(self) -> tuple[None, dict[str, object]]:
+        # copy, deepcopy and pickle of an idle primitive: an empty queue that
+        # remembers no event loop.  Parked tasks cannot be copied.
+        if self:
+            raise TypeError(f"cannot copy a {type(self).__name__} with parked tasks")
+        return None, {"parked": deque(), "_dead": 0, "_loop": None, "_spare": None}
+
     def enqueue(self, payload: P) -> Waiter[P]:
         """A new waiter for the current task, at the tail: ``park``'s first half.
 
@@ -527,6 +534,12 @@ class Slot(Parking[P]):
         waiter = self.parked
         return waiter is not None and not waiter._gone()
 
+    def __getstate__(self) -> tuple[None, dict[str, object]]:
+        # As WaitQueue.__getstate__.
+        if self:
+            raise TypeError(f"cannot copy a {type(self).__name__} with a parked task")
+        return None, {"parked": None, "_loop": None, "_spare": None}
+
     def enqueue(self, payload: P) -> Waiter[P]:
         """As :meth:`WaitQueue.enqueue`; the slot must be empty."""
         # WaitQueue.enqueue's asyncio branch, written out here too: a shared
@@ -589,6 +602,9 @@ class Unopened(Parking[Any]):
     def pop(self) -> None:
         """Nobody is parked here: always ``None``."""
         return None
+
+    def __reduce__(self) -> str:
+        return "NOT_OPENED"  # copied and pickled as the one stand-in
 
     def enqueue(self, payload: Any) -> Waiter[Any]:
         raise RuntimeError("parked on a wait structure that was never opened")

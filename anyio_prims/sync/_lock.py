@@ -57,6 +57,7 @@ from .._core import (
     TaskMap,
     Waiter,
     budget_checkpoint,
+    on_trio,
     task_finder,
     task_info,
 )
@@ -158,7 +159,12 @@ class Lock:
         if task is None:
             task, self._tasks, self._task_key = task_finder()
         if self._owner is not task:
-            raise RuntimeError("The current task is not holding this lock")
+            raise RuntimeError(
+                # AnyIO passes Trio's own wording through on Trio.
+                "can't release a Lock you don't own"
+                if on_trio()
+                else "The current task is not holding this lock"
+            )
         self._owner = None
         sem = self._sem
         sem._value = 1
@@ -166,6 +172,18 @@ class Lock:
             granted = sem._grant_waiters()  # _hand_over(), inlined: hot path
             if granted is not None:
                 self._owner = granted.task
+
+    def __getstate__(self) -> tuple[None, dict[str, object]]:
+        # copy, deepcopy and pickle: as AnyIO's Lock, an idle lock copies;
+        # the owner lookup starts unbound again (it may hold an event loop).
+        # A held lock does not: its owner task cannot be copied.
+        return None, {
+            "_strict": self._strict,
+            "_owner": self._owner,
+            "_tasks": NO_TASKS,
+            "_task_key": None,
+            "_sem": self._sem,
+        }
 
     def _hand_over(self) -> None:
         # Grant whoever the semaphore now lets in, and name it the owner.

@@ -133,6 +133,17 @@ class RWLock:
         self._writer: object | None = None
         self._waiters: WaitQueue[tuple[object, bool]] = WaitQueue()
 
+    def __getstate__(self) -> tuple[None, dict[str, object]]:
+        # copy and pickle, as Lock's: the owner lookup starts unbound again.
+        return None, {
+            "_strict": self._strict,
+            "_tasks": NO_TASKS,
+            "_task_key": None,
+            "_readers": self._readers,
+            "_writer": self._writer,
+            "_waiters": self._waiters,
+        }
+
     # -- reading ---------------------------------------------------------
 
     async def acquire_read(self) -> None:
