@@ -118,7 +118,19 @@ def bench(session: nox.Session) -> None:
         ".[trio,uvloop]", "pyperf>=2.11", "aiologic", "aiometer", "matplotlib"
     )
     session.run("python", "bench/run.py", *session.posargs)
-    session.run("python", "bench/report.py")
+    # The report reads the results run.py just wrote: bench/results/, or
+    # the directory given with --out (as "--out DIR" or "--out=DIR").
+    report_args: list[str] = []
+    args = list(session.posargs)
+    for i, arg in enumerate(args):
+        out = None
+        if arg == "--out" and i + 1 < len(args):
+            out = args[i + 1]
+        elif arg.startswith("--out="):
+            out = arg.split("=", 1)[1]
+        if out is not None:
+            report_args = [os.path.join(out, "latest.json")]
+    session.run("python", "bench/report.py", *report_args)
 
 
 DOCS_DEPS = ["mkdocs>=1.6", "mkdocs-material>=9.5", "mkdocstrings[python]>=0.26"]
