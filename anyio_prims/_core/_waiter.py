@@ -38,8 +38,8 @@
 # after waking).  The halves save ``park``'s coroutine frame on every wait.
 #
 # Recycling: a task whose wait ended normally (granted or failed) hands its
-# waiter back to the structure (``recycle``, inlined on the hot paths: clear
-# ``payload`` and ``value``, store it in ``_spare``), and the next ``enqueue``
+# waiter back to the structure (written out at each wait: clear ``payload``
+# and ``value``, store the waiter in ``_spare``), and the next ``enqueue``
 # there of the same kind reinitialises it with a new future or Trio sleep
 # instead of making an object (about 130 ns of a wait on CPython 3.11).
 # Safe because a waiter that ended normally is out of every queue and list
@@ -263,20 +263,9 @@ class Parking(Generic[P]):
     #: The asyncio loop the last waiter made here belongs to, or None (set
     #: by the subclasses that park waiters).
     _loop: AbstractEventLoop | None
-    #: A settled waiter handed back by ``recycle`` for ``enqueue`` to reuse,
-    #: or None (see the module comment).
+    #: A settled waiter, handed back by the task that waited on it, for
+    #: ``enqueue`` to reuse; or None (see "Recycling" in the module comment).
     _spare: Waiter[Any] | None
-
-    def recycle(self, waiter: Waiter[P]) -> None:
-        """Hand back a waiter whose wait is over, for the next ``enqueue``.
-
-        Only the parked task may call this, after it has read the outcome,
-        and only on a normal return (granted or failed): the waiter is then
-        out of every queue and nobody else refers to it.  Hot paths write
-        this out inline.
-        """
-        waiter.payload = waiter.value = None  # type: ignore[assignment]
-        self._spare = waiter
 
     def _new_waiter(self, payload: P) -> Waiter[P]:
         """A waiter of the running backend's kind: the slow path's dispatch.
@@ -301,8 +290,7 @@ class Parking(Generic[P]):
                     # A recycled waiter: a new sleep, no new object.
                     self._spare = None
                     lowlevel = trio_lowlevel()
-                    waiter.payload = payload
-                    waiter.owner = self
+                    waiter.payload = payload  # owner: already self
                     waiter.state = PENDING
                     waiter._task = lowlevel.current_task()
                     waiter.wait = lowlevel.wait_task_rescheduled(waiter._abort)
@@ -345,7 +333,7 @@ class Parking(Generic[P]):
                 on_error()
             raise
         value = waiter.value
-        # self.recycle(waiter), inlined.
+        # Recycle the waiter (see the module comment).
         waiter.payload = waiter.value = None  # type: ignore[assignment]
         self._spare = waiter
         if waiter.state is FAILED:

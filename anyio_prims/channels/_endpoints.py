@@ -157,7 +157,7 @@ class SendEndpoint(_Endpoint, ObjectSendStream[T_contra], Generic[T_contra]):
             state.send_in_flight = False
             state.sync()
             raise waiter.value
-        # waiters.recycle(waiter), inlined (value is None).
+        # Recycle the waiter (see _core/_waiter.py); its value is None.
         waiter.payload = None  # type: ignore[assignment]  # never read again
         waiters._spare = waiter
         if state.single_sender:
@@ -261,7 +261,7 @@ class ReceiveEndpoint(_Endpoint, ObjectReceiveStream[T_co], Generic[T_co]):
             raise waiter.value
         state.resumed(waiter)
         item = waiter.value
-        # waiters.recycle(waiter), inlined.
+        # Recycle the waiter (see _core/_waiter.py).
         waiter.payload = waiter.value = None
         waiters._spare = waiter
         return cast("T_co", item)

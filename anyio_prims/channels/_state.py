@@ -153,7 +153,7 @@ class Waiting(Protocol[P]):
 
     @property
     def _spare(self) -> Waiter[Any] | None:
-        """A settled waiter kept for the next wait (see ``Parking.recycle``)."""
+        """A settled waiter kept for the next wait (see _core/_waiter.py)."""
 
     @_spare.setter
     def _spare(self, waiter: Waiter[Any] | None) -> None: ...

@@ -143,7 +143,7 @@ class BatchSemaphore:
             if waiter.state is FAILED:  # closed while waiting
                 self._grant_waiters()
                 raise waiter.value
-            waiters._spare = waiter  # recycle(), inlined: payload, value are ints
+            waiters._spare = waiter  # recycled: payload and value are ints
 
     def _can_take(self, n: object) -> bool:
         """Whether ``acquire(n)`` would proceed without waiting now."""

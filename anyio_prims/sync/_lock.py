@@ -126,7 +126,7 @@ class Lock:
             await waiter.wait
         except BaseException as exc:
             self._leave_and_raise(waiter, exc)
-        # waiters.recycle(waiter), inlined (payload and value are ints).
+        # Recycle the waiter (see _core/_waiter.py); payload, value are ints.
         waiter.task = None
         waiters._spare = waiter
 
@@ -301,7 +301,7 @@ class Semaphore:
             await waiter.wait
         except BaseException as exc:
             sem._leave_and_raise(waiter, exc)
-        waiters._spare = waiter  # recycle(), inlined: payload, value are ints
+        waiters._spare = waiter  # recycled: payload and value are ints
 
     def acquire_nowait(self) -> None:
         """Decrement the value without blocking.  Not a checkpoint.
