@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from functools import partial
 from types import TracebackType
-from typing import Any, ClassVar, Generic, TypeVar, cast
+from typing import Any, ClassVar, Generic, TypeVar
 
 import anyio
 from anyio.abc import ObjectReceiveStream, ObjectSendStream
@@ -241,7 +241,7 @@ class ReceiveEndpoint(_Endpoint, ObjectReceiveStream[T_co], Generic[T_co]):
             return buffer.popleft()
         taken = state.try_receive(self._closed)
         if taken is not NOTHING:
-            return cast("T_co", taken)
+            return taken  # type: ignore[return-value]  # (no cast(): a call)
         # Block until a sender grants an item.  If the task is cancelled
         # after the grant, the item is passed on (``state.give_back``).
         state.send_limit = 0  # a receiver is parked: sends go to it
@@ -259,12 +259,19 @@ class ReceiveEndpoint(_Endpoint, ObjectReceiveStream[T_co], Generic[T_co]):
         if waiter.state is FAILED:
             state.sync()
             raise waiter.value
-        state.resumed(waiter)
-        item = waiter.value
+        # Granted and resumed: the call leaves in_flight (I3).
+        in_flight = state.in_flight
+        if in_flight[0] is waiter:
+            in_flight.popleft()
+        else:  # resumed out of grant order (Trio runs a batch in any order)
+            in_flight.remove(waiter)  # Waiter has no __eq__: by identity
+        if state.single_receiver:
+            state.sync()  # the receiver is free again: reopen its fast path
+        item: T_co = waiter.value
         # Recycle the waiter (see _core/_waiter.py).
         waiter.payload = waiter.value = None
         waiters._spare = waiter
-        return cast("T_co", item)
+        return item
 
     def receive_nowait(self) -> T_co:
         """Receive the next item if there is one.  Not a checkpoint.
@@ -283,7 +290,7 @@ class ReceiveEndpoint(_Endpoint, ObjectReceiveStream[T_co], Generic[T_co]):
         item = state.try_receive(self._closed)
         if item is NOTHING:
             raise anyio.WouldBlock
-        return cast("T_co", item)
+        return item  # type: ignore[return-value]  # (no cast(): a call)
 
     def close(self) -> None:
         """Close this endpoint.  Idempotent; never blocks.

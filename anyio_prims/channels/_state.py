@@ -285,13 +285,22 @@ class ChannelState(Generic[T]):
 
     def sync(self) -> None:
         """Recompute both gates from the waiters (after any slow-path change)."""
+        # ``w.parked and w`` is ``bool(w)`` without its call when nothing is
+        # parked, the common case here (a Slot is emptied when it is popped).
+        recv_waiters = self.recv_waiters
         self.send_limit = (
             self.capacity
-            if self.receivers and not self.recv_waiters and not self.send_in_flight
+            if self.receivers
+            and not (recv_waiters.parked and recv_waiters)
+            and not self.send_in_flight
             else 0
         )
+        send_waiters = self.send_waiters
         self.recv_floor = (
-            INF if self.send_waiters or (self.single_receiver and self.in_flight) else 0
+            INF
+            if (send_waiters.parked and send_waiters)
+            or (self.single_receiver and self.in_flight)
+            else 0
         )
 
     def send_would_park(self, closed: bool) -> bool:
@@ -332,14 +341,15 @@ class ChannelState(Generic[T]):
             raise anyio.BrokenResourceError
         if self.single_sender and (self.send_waiters or self.send_in_flight):
             raise anyio.BusyResourceError("sending")
-        waiter = self.recv_waiters.pop()
+        recv_waiters = self.recv_waiters
+        waiter = recv_waiters.pop() if recv_waiters.parked else None
         if waiter is not None:
             # I1: the buffer is empty, so the item goes straight to the head
             # receiver; it stays in in_flight until that task resumes.
             self.in_flight.append(waiter)
             waiter.grant(item)
             # What sync() would do, cheaper: this is the ping-pong path.
-            if not self.recv_waiters and not self.send_in_flight:
+            if not (recv_waiters.parked and recv_waiters) and not self.send_in_flight:
                 self.send_limit = self.capacity
             if self.single_receiver:
                 self.recv_floor = INF
@@ -368,18 +378,21 @@ class ChannelState(Generic[T]):
         """
         if closed:
             raise anyio.ClosedResourceError
-        if self.single_receiver and (self.recv_waiters or self.in_flight):
+        if self.single_receiver and (
+            (self.recv_waiters.parked and self.recv_waiters) or self.in_flight
+        ):
             raise anyio.BusyResourceError("receiving")
         buffer = self.buffer
+        send_waiters = self.send_waiters
         if buffer:
             item = buffer.popleft()
-            if len(buffer) < self.capacity:
-                sender = self.send_waiters.pop()
+            if len(buffer) < self.capacity and send_waiters.parked:
+                sender = send_waiters.pop()
                 if sender is not None:
                     buffer.append(self.grant_sender(sender))
             self.sync()
             return item
-        sender = self.send_waiters.pop()
+        sender = send_waiters.pop() if send_waiters.parked else None
         if sender is not None:
             item = self.grant_sender(sender)
             self.sync()
@@ -408,16 +421,6 @@ class ChannelState(Generic[T]):
                 break
             buffer.append(self.grant_sender(sender))
         self.sync()
-
-    def resumed(self, waiter: Waiter[object]) -> None:
-        """The receive that parked on ``waiter`` was granted and has resumed."""
-        in_flight = self.in_flight
-        if in_flight[0] is waiter:
-            in_flight.popleft()
-        else:  # resumed out of grant order (Trio runs a batch in any order)
-            in_flight.remove(waiter)  # Waiter has no __eq__: by identity
-        if self.single_receiver:
-            self.sync()  # the receiver is free again: reopen its fast path
 
     def give_back(self, waiter: Waiter[object], _item: object = None) -> None:
         """The receive that parked on ``waiter`` was granted, then cancelled:
