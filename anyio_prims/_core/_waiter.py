@@ -114,6 +114,14 @@ class WaiterStats:
 
 WAITER_STATS: Final = WaiterStats()
 
+# trio.lowlevel's reschedule, current_task and wait_task_rescheduled, bound
+# by the first TrioWaiter made (Trio is an optional extra): the Trio hot
+# paths call them without trio_lowlevel()'s call.  Every Trio waiter ever
+# granted or reinitialised was made by TrioWaiter.__init__ first.
+_trio_reschedule: Any = None
+_trio_current_task: Any = None
+_trio_wait: Any = None
+
 
 class Waiter(Generic[P]):
     """A one-shot slot one task parks on.
@@ -228,12 +236,23 @@ class TrioWaiter(Waiter[P]):
         self.owner = owner
         self.state = PENDING
         self.value = None
-        lowlevel = trio_lowlevel()
-        self._task = lowlevel.current_task()
-        self.wait = lowlevel.wait_task_rescheduled(self._abort)
+        global _trio_reschedule, _trio_current_task, _trio_wait
+        if _trio_wait is None:
+            lowlevel = trio_lowlevel()
+            _trio_reschedule = lowlevel.reschedule
+            _trio_current_task = lowlevel.current_task
+            _trio_wait = lowlevel.wait_task_rescheduled
+        self._task = _trio_current_task()
+        self.wait = _trio_wait(self._abort)
+
+    def grant(self, value: object = None) -> None:
+        # Waiter.grant with _wake inlined, as in AsyncioWaiter.
+        self.value = value
+        self.state = GRANTED
+        _trio_reschedule(self._task)
 
     def _wake(self) -> None:
-        trio_lowlevel().reschedule(self._task)
+        _trio_reschedule(self._task)
 
     def _abort(self, raise_cancel: object) -> Any:
         # Called by Trio only while the task sleeps, so the waiter is PENDING
@@ -289,11 +308,10 @@ class Parking(Generic[P]):
                 if waiter is not None and type(waiter) is TrioWaiter:
                     # A recycled waiter: a new sleep, no new object.
                     self._spare = None
-                    lowlevel = trio_lowlevel()
                     waiter.payload = payload  # owner: already self
                     waiter.state = PENDING
-                    waiter._task = lowlevel.current_task()
-                    waiter.wait = lowlevel.wait_task_rescheduled(waiter._abort)
+                    waiter._task = _trio_current_task()
+                    waiter.wait = _trio_wait(waiter._abort)
                     return waiter
                 return TrioWaiter(payload, self)
         return GenericWaiter(payload)
