@@ -428,3 +428,21 @@ async def test_a_lock_that_was_waited_for_keeps_no_reference_to_the_waiter() -> 
     assert spare is not None
     assert spare.task is None
     assert spare.payload == 1
+
+
+@pytest.mark.usefixtures("asyncio_only")
+async def test_release_skips_a_waiter_cancelled_before_it_ran() -> None:
+    lock = Lock()
+    await lock.acquire()
+    first = asyncio.ensure_future(lock.acquire())
+    second = asyncio.ensure_future(lock.acquire())
+    await settle()
+    first.cancel()  # its future is cancelled; the task has not run yet
+    lock.release()  # must pass over it and name the second task the owner
+    assert lock.locked()
+    await settle()
+    assert _owner_id(lock) == id(second)
+    assert first.cancelled()
+    assert second.done()
+    assert second.exception() is None
+    assert lock.statistics().tasks_waiting == 0

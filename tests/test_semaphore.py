@@ -338,3 +338,21 @@ async def test_never_more_holders_than_units_under_cancellation(
     assert most <= initial
     assert sem.value == initial
     assert sem.statistics().tasks_waiting == 0
+
+
+@pytest.mark.usefixtures("asyncio_only")
+async def test_release_skips_a_waiter_cancelled_before_it_ran() -> None:
+    sem = Semaphore(0)
+    first = asyncio.ensure_future(sem.acquire())
+    second = asyncio.ensure_future(sem.acquire())
+    await settle()
+    first.cancel()  # its future is cancelled; the task has not run yet
+    sem.release()  # must pass over it to the second waiter
+    await settle()
+    assert first.cancelled()
+    assert second.done()
+    assert second.exception() is None
+    assert sem.value == 0
+    assert sem.statistics().tasks_waiting == 0
+    sem.release()
+    assert sem.value == 1

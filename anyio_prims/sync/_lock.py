@@ -33,9 +33,12 @@
 #                     handed to and that has not run yet; None when free.
 # release() hands the lock straight to the first waiter (``_value`` stays 0)
 # and names that waiter's task as ``_owner`` at once, as AnyIO and Trio do:
-# a contended acquire records its task on its waiter (``waiter.task``), and
-# ``BatchSemaphore._grant_waiters`` returns the waiter it granted.  The
-# handed-over lock cannot be lost: a waiter cancelled after the grant gives
+# a contended acquire records its task on its waiter (``waiter.task``).
+# Every request here is for one unit, so release() (Lock's and Semaphore's)
+# does BatchSemaphore._grant_waiters' work inline: the first live waiter in
+# the queue takes the unit; a waiter whose task was cancelled before the
+# grant is skipped (``try_grant`` refuses it).  The handed-over lock cannot
+# be lost: a waiter cancelled after the grant gives
 # it back (``_give_back``), which clears ``_owner`` and hands the lock to the
 # next waiter, naming it in turn.
 #
@@ -54,6 +57,7 @@ import anyio
 from .._core import (
     BUDGET,
     NO_TASKS,
+    PENDING,
     TaskMap,
     Waiter,
     budget_checkpoint,
@@ -165,13 +169,20 @@ class Lock:
                 if on_trio()
                 else "The current task is not holding this lock"
             )
+        # _hand_over() for one unit, inlined as in Semaphore.release.
+        parked = self._sem._waiters.parked
+        while parked:
+            head = parked[0]
+            if head.state is not PENDING:
+                self._sem._waiters._drop_head()
+                continue
+            parked.popleft()
+            if head.try_grant(1):
+                self._owner = head.task
+                return
+            head._abandon()  # its task was cancelled; it counts nothing
         self._owner = None
-        sem = self._sem
-        sem._value = 1
-        if sem._waiters.parked:
-            granted = sem._grant_waiters()  # _hand_over(), inlined: hot path
-            if granted is not None:
-                self._owner = granted.task
+        self._sem._value = 1
 
     def __getstate__(self) -> tuple[None, dict[str, object]]:
         # copy, deepcopy and pickle: as AnyIO's Lock, an idle lock copies;
@@ -320,9 +331,19 @@ class Semaphore:
         sem = self._sem
         if self._max_value is not None and sem._value >= self._max_value:
             raise ValueError("semaphore released too many times")
+        # BatchSemaphore._grant_waiters() for one unit, inlined: every request
+        # here is for one unit, so the first live waiter takes it.
+        parked = sem._waiters.parked
+        while parked:
+            head = parked[0]
+            if head.state is not PENDING:
+                sem._waiters._drop_head()
+                continue
+            parked.popleft()
+            if head.try_grant(1):
+                return
+            head._abandon()  # its task was cancelled; it counts nothing
         sem._value += 1
-        if sem._waiters.parked:
-            sem._grant_waiters()
 
     @property
     def value(self) -> int:
