@@ -136,6 +136,7 @@ class Executor:
         "_nworkers",
         "_pending",
         "_queue",
+        "_spare_joins",
         "_starting",
         "_submitters",
         "_tg",
@@ -181,6 +182,9 @@ class Executor:
         self._cancelling = False  # every job is being cancelled
         self._queue: deque[JoinHandle[Any]] = deque()
         self._idle: WaitQueue[None] = WaitQueue()
+        #: The join queue of a settled job, emptied, for the next handle that
+        #: is awaited before it settles (see JoinHandle._join).
+        self._spare_joins: WaitQueue[None] | None = None
         self._submitters: WaitQueue[tuple[Callable[..., Any], tuple[Any, ...]]] = (
             WaitQueue()
         )
@@ -304,8 +308,12 @@ class Executor:
         job._args = ()
         waiters = job._waiters
         if waiters is not None:
+            job._waiters = None
             for waiter in waiters.drain():
                 waiter.grant()
+            # Emptied: the next handle awaited before it settles reuses it,
+            # with the spare waiter and the loop it remembers.
+            self._spare_joins = waiters
         if job._on_done is not None:
             job._on_done(job)
         self._pending -= 1

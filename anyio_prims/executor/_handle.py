@@ -15,8 +15,9 @@
 # Invariants:
 # * ``_state >= SUCCEEDED`` ("settled") implies ``_fn is None`` and
 #   ``_args == ()``: a settled job keeps no references to its inputs;
-# * ``_waiters`` is created only when a task awaits a job that has not
-#   settled; settling drains it, so a settled job has no parked waiter;
+# * ``_waiters`` is set only when a task awaits a job that has not settled
+#   (to the executor's spare queue, or a new one); settling drains it, gives
+#   it back to the executor and clears it, so a settled job has none;
 # * ``_retrieved`` is set when the job's error (or cancellation) has been
 #   delivered to a caller through ``await``, ``result()`` or ``exception()``;
 #   the executor raises, at the exit of its block, the errors of failed jobs
@@ -114,7 +115,15 @@ class JoinHandle(Generic[T]):
         if self._state < SUCCEEDED:
             waiters = self._waiters
             if waiters is None:
-                waiters = self._waiters = WaitQueue()
+                # The first join that waits: the executor's spare queue (a
+                # settled job's, emptied), else a new one.
+                executor = self._executor
+                waiters = executor._spare_joins
+                if waiters is None:
+                    waiters = WaitQueue()
+                else:
+                    executor._spare_joins = None
+                self._waiters = waiters
             # waiters.park(None, _ignore), written out: one coroutine frame
             # less on every join that waits.  Settling only grants.
             waiter = waiters.enqueue(None)
@@ -123,6 +132,9 @@ class JoinHandle(Generic[T]):
             except BaseException as exc:
                 waiters._interrupted(waiter, exc, _ignore)
                 raise
+            # Granted (value None): recycle the waiter (see _core/_waiter.py)
+            # on the queue, wherever that has gone since.
+            waiters._spare = waiter
         return self._outcome()
 
     def _outcome(self) -> T:

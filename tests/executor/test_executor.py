@@ -243,6 +243,68 @@ async def test_cancelled_await_leaves_job_running() -> None:
         assert await handle == 5
 
 
+async def _gated(gate: anyio.Event, value: int) -> int:
+    await gate.wait()
+    return value
+
+
+async def _await(handle: JoinHandle[Any]) -> None:
+    await handle
+
+
+async def test_a_settled_jobs_join_queue_serves_the_next_awaited_job() -> None:
+    gates = [anyio.Event(), anyio.Event()]
+    async with Executor() as ex:
+        first = ex.spawn(_gated, gates[0], 1)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_await, first)
+            await anyio.wait_all_tasks_blocked()
+            queue = first._waiters
+            assert queue is not None
+            gates[0].set()
+        assert first._waiters is None  # settled: the queue went back
+        second = ex.spawn(_gated, gates[1], 2)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_await, second)
+            await anyio.wait_all_tasks_blocked()
+            assert second._waiters is queue
+            gates[1].set()
+        assert await second == 2
+
+
+async def test_a_join_cancelled_after_its_queue_moved_on_disturbs_nothing(
+    anyio_backend: Any,
+) -> None:
+    # asyncio: the first joiner's task is cancelled, then its job settles
+    # before that task runs, so the queue has moved to the next job when the
+    # cancelled joiner leaves it.
+    if anyio_backend[0] != "asyncio":
+        pytest.skip("asyncio's task.cancel() before the task runs")
+    import asyncio
+
+    gates = [anyio.Event(), anyio.Event()]
+    async with Executor() as ex:
+        first = ex.spawn(_gated, gates[0], 10)
+        joiner = asyncio.ensure_future(_await(first))
+        await anyio.wait_all_tasks_blocked()
+        joiner.cancel()
+        gates[0].set()
+        await first  # settles; the joiner has not run since its cancel
+        second = ex.spawn(_gated, gates[1], 11)
+        result = asyncio.ensure_future(_result(second))
+        await anyio.wait_all_tasks_blocked()
+        with pytest.raises(asyncio.CancelledError):
+            await joiner
+        assert second._waiters is not None
+        assert len(second._waiters) == 1  # the second joiner still waits
+        gates[1].set()
+        assert await result == 11
+
+
+async def _result(handle: JoinHandle[int]) -> int:
+    return await handle
+
+
 # -- per-job cancellation -----------------------------------------------------
 
 
