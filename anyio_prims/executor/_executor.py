@@ -183,7 +183,7 @@ class Executor:
         self._queue: deque[JoinHandle[Any]] = deque()
         self._idle: WaitQueue[None] = WaitQueue()
         #: The join queue of a settled job, emptied, for the next handle that
-        #: is awaited before it settles (see JoinHandle._join).
+        #: is awaited before it settles (see JoinHandle.__await__).
         self._spare_joins: WaitQueue[None] | None = None
         self._submitters: WaitQueue[tuple[Callable[..., Any], tuple[Any, ...]]] = (
             WaitQueue()
@@ -309,8 +309,11 @@ class Executor:
         waiters = job._waiters
         if waiters is not None:
             job._waiters = None
-            for waiter in waiters.drain():
+            # waiters.drain() without its list: pop() skips the cancelled.
+            waiter = waiters.pop()
+            while waiter is not None:
                 waiter.grant()
+                waiter = waiters.pop()
             # Emptied: the next handle awaited before it settles reuses it,
             # with the spare waiter and the loop it remembers.
             self._spare_joins = waiters
@@ -517,7 +520,19 @@ class Executor:
                 elif self._closed:
                     return False
                 else:
-                    job = await idle.park(None, self._give_back)
+                    # idle.park(None, self._give_back), written out: one
+                    # coroutine frame less per idle wait.  Idle workers are
+                    # only ever granted (a job, or None at the close).
+                    waiter = idle.enqueue(None)
+                    try:
+                        await waiter.wait
+                    except BaseException as exc:
+                        idle._interrupted(waiter, exc, self._give_back)
+                        raise
+                    job = waiter.value
+                    # Recycle the waiter (see _core/_waiter.py).
+                    waiter.value = None
+                    idle._spare = waiter
                     if job is None:
                         return False
                     if job._state != QUEUED:

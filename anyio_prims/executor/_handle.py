@@ -56,6 +56,12 @@ class JobCancelled(Exception):
     """
 
 
+async def _budget_checkpoint() -> None:
+    # budget_checkpoint() as a coroutine, for JoinHandle.__await__ to
+    # ``yield from``: the backend's checkpoint may be a bare generator.
+    await budget_checkpoint()
+
+
 def _ignore(value: object) -> None:
     # give_back for a join: being woken gives nothing away (the outcome stays
     # on the handle), so a grant followed by a cancellation needs no undo.
@@ -105,13 +111,12 @@ class JoinHandle(Generic[T]):
         self._on_done: Callable[[JoinHandle[Any]], None] | None = None
 
     def __await__(self) -> Generator[Any, Any, T]:
-        return self._join().__await__()
-
-    async def _join(self) -> T:
+        # A generator, not a coroutine: ``await handle`` makes no coroutine
+        # and no wrapper, and a waiting join has one frame less.
         budget = BUDGET
         budget.left -= 1
         if budget.left <= 0:
-            await budget_checkpoint()
+            yield from _budget_checkpoint().__await__()
         if self._state < SUCCEEDED:
             waiters = self._waiters
             if waiters is None:
@@ -124,17 +129,20 @@ class JoinHandle(Generic[T]):
                 else:
                     executor._spare_joins = None
                 self._waiters = waiters
-            # waiters.park(None, _ignore), written out: one coroutine frame
-            # less on every join that waits.  Settling only grants.
+            # waiters.park(None, _ignore), written out: one frame less on
+            # every join that waits.  Settling only grants.
             waiter = waiters.enqueue(None)
             try:
-                await waiter.wait
+                yield from waiter.wait.__await__()
             except BaseException as exc:
                 waiters._interrupted(waiter, exc, _ignore)
                 raise
             # Granted (value None): recycle the waiter (see _core/_waiter.py)
             # on the queue, wherever that has gone since.
             waiters._spare = waiter
+        if self._state == SUCCEEDED:
+            value: T = self._value
+            return value
         return self._outcome()
 
     def _outcome(self) -> T:

@@ -10,7 +10,7 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from anyio_prims._core import WAITER_STATS
+from anyio_prims._core import BUDGET_SIZE, WAITER_STATS
 from anyio_prims.executor import Executor, JobCancelled, JoinHandle
 
 if sys.version_info < (3, 11):  # pragma: no cover
@@ -225,6 +225,20 @@ async def test_awaiting_done_handle_creates_no_waiter() -> None:
         for _ in range(10):
             assert await handle == 2
         assert WAITER_STATS.created == before
+
+
+async def test_awaiting_a_done_handle_when_cancelled_stops_within_the_budget() -> None:
+    async with Executor() as ex:
+        handle = ex.spawn(double, 4)
+        assert await handle == 8
+        awaits_after_cancel = 0
+        with anyio.CancelScope() as scope:
+            scope.cancel()
+            for _ in range(4 * BUDGET_SIZE):
+                awaits_after_cancel += 1  # counts the await that raises
+                assert await handle == 8
+        assert scope.cancelled_caught
+        assert awaits_after_cancel <= BUDGET_SIZE
 
 
 async def test_cancelled_await_leaves_job_running() -> None:
@@ -679,7 +693,7 @@ async def test_asyncio_grant_then_cancel_raises_cancellation_not_outcome(
     async with Executor(1) as ex:
         ex.spawn(blocker)
         queued = ex.spawn(double, 1)
-        awaiter = asyncio.ensure_future(queued._join())
+        awaiter = asyncio.ensure_future(_await(queued))
         await anyio.wait_all_tasks_blocked()
         # Settle the job (granting the parked awaiter) and cancel the
         # awaiter in the same synchronous step.
