@@ -243,6 +243,25 @@ async def test_pop_skips_cancelled_waiters_and_keeps_order() -> None:
     assert results == {2: 2, 4: 4, 5: 5}
 
 
+async def test_grant_head_grants_live_waiters_in_order_past_cancelled_ones() -> None:
+    q: WaitQueue[int] = WaitQueue()
+    results: dict[object, object] = {}
+    scopes = [anyio.CancelScope() for _ in range(4)]
+    async with anyio.create_task_group() as tg:
+        for i, scope in enumerate(scopes):
+            tg.start_soon(park_cancellably, q, i, scope, results)
+            await settle()
+        scopes[0].cancel()
+        scopes[2].cancel()
+        await settle()
+        granted = [q.grant_head("a"), q.grant_head("b"), q.grant_head("c")]
+        # Read before the tasks run: a resumed task recycles its waiter.
+        payloads = [None if w is None else w.payload for w in granted]
+    assert payloads == [1, 3, None]  # the third found nobody left
+    assert results == {1: "a", 3: "b"}
+    assert not q
+
+
 async def test_compaction_keeps_the_order_of_live_waiters() -> None:
     q: WaitQueue[int] = WaitQueue()
     results: dict[object, object] = {}
@@ -481,16 +500,24 @@ async def test_grant_without_give_back_keeps_the_task_cancelling_count() -> None
 # ---------------------------------------------------------------------------
 
 
-@pytest.mark.usefixtures("native_asyncio_only")
-async def test_gone_waiter_is_skipped_by_peek_and_pop_and_never_granted() -> None:
-    q: WaitQueue[str] = WaitQueue()
-    results: dict[object, object] = {}
+async def gone_then_live(
+    q: WaitQueue[str], results: dict[object, object]
+) -> tuple[asyncio.Task[Any], asyncio.Task[Any], Waiter[str]]:
+    """Park "cancelled" then "live"; cancel the first's task before it runs."""
     cancelled = spawn(park_into(q, "cancelled", results))
     await settle()
     live = spawn(park_into(q, "live", results))
     await settle()
     gone_waiter = q.parked[0]
     cancelled.cancel()  # its future is cancelled; the task has not run yet
+    return cancelled, live, gone_waiter
+
+
+@pytest.mark.usefixtures("native_asyncio_only")
+async def test_gone_waiter_is_skipped_by_peek_and_pop_and_never_granted() -> None:
+    q: WaitQueue[str] = WaitQueue()
+    results: dict[object, object] = {}
+    cancelled, live, gone_waiter = await gone_then_live(q, results)
     assert gone_waiter._gone()
     head = q.peek()
     assert head is not None
@@ -507,6 +534,21 @@ async def test_gone_waiter_is_skipped_by_peek_and_pop_and_never_granted() -> Non
     }
     assert isinstance(results["cancelled"], asyncio.CancelledError)
     assert len(q) == 0
+    assert not q
+
+
+@pytest.mark.usefixtures("native_asyncio_only")
+async def test_grant_head_passes_over_a_waiter_cancelled_before_it_ran() -> None:
+    q: WaitQueue[str] = WaitQueue()
+    results: dict[object, object] = {}
+    cancelled, live, gone_waiter = await gone_then_live(q, results)
+    granted = q.grant_head("value")
+    assert granted is not None
+    assert granted.payload == "live"
+    await finish(cancelled, live)
+    assert gone_waiter.state == ABANDONED
+    assert results["live"] == "value"
+    assert isinstance(results["cancelled"], asyncio.CancelledError)
     assert not q
 
 

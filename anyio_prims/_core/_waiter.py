@@ -468,6 +468,25 @@ class WaitQueue(Parking[P]):
             self._drop_head()
         return None
 
+    def grant_head(self, value: object) -> Waiter[P] | None:
+        """Pop the live waiter at the head and grant it ``value``.
+
+        Returns that waiter, or ``None`` if nobody waits.  ``pop()`` then
+        ``grant()`` in one call, with the cancelled-waiter test folded into
+        the grant (``try_grant``): the hand-over of a one-unit release.
+        """
+        q = self.parked
+        while q:
+            waiter = q[0]
+            if waiter.state is not PENDING:
+                self._drop_head()
+                continue
+            q.popleft()
+            if waiter.try_grant(value):
+                return waiter
+            waiter._abandon()  # its task was cancelled; it counts nothing
+        return None
+
     def _drop_head(self) -> None:
         waiter = self.parked.popleft()
         if waiter.state is PENDING:

@@ -309,11 +309,9 @@ class Executor:
         waiters = job._waiters
         if waiters is not None:
             job._waiters = None
-            # waiters.drain() without its list: pop() skips the cancelled.
-            waiter = waiters.pop()
-            while waiter is not None:
-                waiter.grant()
-                waiter = waiters.pop()
+            # Wake every joiner (drain() without its list).
+            while waiters.grant_head(None) is not None:
+                pass
             # Emptied: the next handle awaited before it settles reuses it,
             # with the spare waiter and the loop it remembers.
             self._spare_joins = waiters
@@ -359,11 +357,8 @@ class Executor:
             self._settle(job, CANCELLED, None)
             return job
         idle = self._idle
-        if idle.parked:
-            waiter = idle.pop()
-            if waiter is not None:
-                waiter.grant(job)
-                return job
+        if idle.parked and idle.grant_head(job) is not None:
+            return job
         self._queue.append(job)
         if not self._starting and (
             self._max_workers is None or self._nworkers < self._max_workers
@@ -404,10 +399,8 @@ class Executor:
         idle = self._idle
         i = 0
         while i < len(jobs) and idle.parked:
-            waiter = idle.pop()
-            if waiter is None:
+            if idle.grant_head(jobs[i]) is None:
                 break
-            waiter.grant(jobs[i])
             i += 1
         if i < len(jobs):
             self._queue.extend(jobs[i:] if i else jobs)

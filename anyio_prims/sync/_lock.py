@@ -35,9 +35,9 @@
 # and names that waiter's task as ``_owner`` at once, as AnyIO and Trio do:
 # a contended acquire records its task on its waiter (``waiter.task``).
 # Every request here is for one unit, so release() (Lock's and Semaphore's)
-# does BatchSemaphore._grant_waiters' work inline: the first live waiter in
-# the queue takes the unit; a waiter whose task was cancelled before the
-# grant is skipped (``try_grant`` refuses it).  The handed-over lock cannot
+# does BatchSemaphore._grant_waiters' work with the queue's ``grant_head``:
+# the first live waiter takes the unit; a waiter whose task was cancelled
+# before the grant is skipped.  The handed-over lock cannot
 # be lost: a waiter cancelled after the grant gives
 # it back (``_give_back``), which clears ``_owner`` and hands the lock to the
 # next waiter, naming it in turn.
@@ -57,7 +57,6 @@ import anyio
 from .._core import (
     BUDGET,
     NO_TASKS,
-    PENDING,
     TaskMap,
     Waiter,
     budget_checkpoint,
@@ -169,18 +168,13 @@ class Lock:
                 if on_trio()
                 else "The current task is not holding this lock"
             )
-        # _hand_over() for one unit, inlined as in Semaphore.release.
-        parked = self._sem._waiters.parked
-        while parked:
-            head = parked[0]
-            if head.state is not PENDING:
-                self._sem._waiters._drop_head()
-                continue
-            parked.popleft()
-            if head.try_grant(1):
-                self._owner = head.task
+        # _hand_over() for one unit (see the module comment).
+        waiters = self._sem._waiters
+        if waiters.parked:
+            granted = waiters.grant_head(1)
+            if granted is not None:
+                self._owner = granted.task
                 return
-            head._abandon()  # its task was cancelled; it counts nothing
         self._owner = None
         self._sem._value = 1
 
@@ -331,18 +325,11 @@ class Semaphore:
         sem = self._sem
         if self._max_value is not None and sem._value >= self._max_value:
             raise ValueError("semaphore released too many times")
-        # BatchSemaphore._grant_waiters() for one unit, inlined: every request
-        # here is for one unit, so the first live waiter takes it.
-        parked = sem._waiters.parked
-        while parked:
-            head = parked[0]
-            if head.state is not PENDING:
-                sem._waiters._drop_head()
-                continue
-            parked.popleft()
-            if head.try_grant(1):
-                return
-            head._abandon()  # its task was cancelled; it counts nothing
+        # BatchSemaphore._grant_waiters() for one unit: every request here is
+        # for one unit, so the first live waiter takes it.
+        waiters = sem._waiters
+        if waiters.parked and waiters.grant_head(1) is not None:
+            return
         sem._value += 1
 
     @property
