@@ -724,6 +724,38 @@ async def test_slot_grant_cancelled_before_the_task_ran_goes_to_give_back() -> N
     assert given_back == [9]
 
 
+async def test_slot_grant_head_grants_the_parked_waiter_and_empties_the_slot() -> None:
+    slot: Slot[str] = Slot()
+    results: dict[object, object] = {}
+    async with anyio.create_task_group() as tg:
+        assert slot.grant_head(1) is None  # nobody parked: nothing granted
+        tg.start_soon(park_into, slot, "a", results)
+        await settle()
+        granted = slot.grant_head(7)
+        assert granted is not None
+        assert granted.payload == "a"
+        assert slot.parked is None
+        assert slot.grant_head(8) is None
+    assert results == {"a": 7}
+
+
+@pytest.mark.usefixtures("native_asyncio_only")
+async def test_slot_grant_head_passes_over_a_waiter_cancelled_before_it_ran() -> None:
+    slot: Slot[str] = Slot()
+    results: dict[object, object] = {}
+    task = spawn(park_into(slot, "a", results))
+    await settle()
+    waiter = slot.parked
+    assert waiter is not None
+    task.cancel()  # its future is cancelled; the task has not run yet
+    assert slot.grant_head(5) is None
+    assert waiter.state == ABANDONED
+    assert slot.parked is None
+    await finish(task)
+    assert task.cancelled()
+    assert isinstance(results["a"], asyncio.CancelledError)
+
+
 # ---------------------------------------------------------------------------
 # Fast paths create no waiter; backend detection
 # ---------------------------------------------------------------------------

@@ -251,6 +251,14 @@ class TrioWaiter(Waiter[P]):
         self.state = GRANTED
         _trio_reschedule(self._task)
 
+    def try_grant(self, value: object = None) -> bool:
+        # Never refused: Trio's abort callback takes a cancelled waiter out
+        # of its queue before anyone could grant it, so it is never _gone().
+        self.value = value
+        self.state = GRANTED
+        _trio_reschedule(self._task)
+        return True
+
     def _wake(self) -> None:
         _trio_reschedule(self._task)
 
@@ -597,6 +605,21 @@ class Slot(Parking[P]):
             return None
         return waiter
 
+    def grant_head(self, value: object) -> Waiter[P] | None:
+        """Take the parked waiter if it is live and grant it ``value``.
+
+        Returns that waiter, or ``None`` if nobody waits: ``pop()`` then
+        ``grant()`` in one call, as :meth:`WaitQueue.grant_head`.
+        """
+        waiter = self.parked
+        if waiter is None:
+            return None
+        self.parked = None
+        if waiter.try_grant(value):
+            return waiter
+        waiter._abandon()  # its task was cancelled; it counts nothing
+        return None
+
     def _abandoned(self, waiter: Waiter[Any]) -> None:
         if self.parked is waiter:
             self.parked = None
@@ -626,6 +649,10 @@ class Unopened(Parking[Any]):
 
     def pop(self) -> None:
         """Nobody is parked here: always ``None``."""
+        return None
+
+    def grant_head(self, value: object) -> None:
+        """Nobody is parked here: grants nothing, always ``None``."""
         return None
 
     def __reduce__(self) -> str:

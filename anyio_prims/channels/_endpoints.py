@@ -239,9 +239,21 @@ class ReceiveEndpoint(_Endpoint, ObjectReceiveStream[T_co], Generic[T_co]):
         buffer = state.buffer
         if len(buffer) > state.recv_floor and not self._closed:
             return buffer.popleft()
-        taken = state.try_receive(self._closed)
-        if taken is not NOTHING:
-            return taken  # type: ignore[return-value]  # (no cast(): a call)
+        # try_receive() returns NOTHING exactly when none of these holds:
+        # test them first, to skip its call on the way to parking (the
+        # ping-pong path).
+        if (
+            buffer
+            or state.send_waiters.parked
+            or not state.senders
+            or self._closed
+            or (
+                state.single_receiver and (state.recv_waiters.parked or state.in_flight)
+            )
+        ):
+            taken = state.try_receive(self._closed)
+            if taken is not NOTHING:
+                return taken  # type: ignore[return-value]  # (no cast(): a call)
         # Block until a sender grants an item.  If the task is cancelled
         # after the grant, the item is passed on (``state.give_back``).
         state.send_limit = 0  # a receiver is parked: sends go to it
@@ -266,7 +278,19 @@ class ReceiveEndpoint(_Endpoint, ObjectReceiveStream[T_co], Generic[T_co]):
         else:  # resumed out of grant order (Trio runs a batch in any order)
             in_flight.remove(waiter)  # Waiter has no __eq__: by identity
         if state.single_receiver:
-            state.sync()  # the receiver is free again: reopen its fast path
+            # The receiver is free again: reopen its fast path (sync(),
+            # written out: this is the ping-pong path).
+            state.send_limit = (
+                state.capacity
+                if state.receivers
+                and not (waiters.parked and waiters)
+                and not state.send_in_flight
+                else 0
+            )
+            send_waiters = state.send_waiters
+            state.recv_floor = (
+                INF if in_flight or (send_waiters.parked and send_waiters) else 0
+            )
         item: T_co = waiter.value
         # Recycle the waiter (see _core/_waiter.py).
         waiter.payload = waiter.value = None

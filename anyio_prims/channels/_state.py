@@ -166,6 +166,8 @@ class Waiting(Protocol[P]):
 
     def pop(self) -> Waiter[P] | None: ...
 
+    def grant_head(self, value: object) -> Waiter[P] | None: ...
+
     def enqueue(self, payload: P) -> Waiter[P]: ...
 
     def _interrupted(
@@ -342,12 +344,11 @@ class ChannelState(Generic[T]):
         if self.single_sender and (self.send_waiters or self.send_in_flight):
             raise anyio.BusyResourceError("sending")
         recv_waiters = self.recv_waiters
-        waiter = recv_waiters.pop() if recv_waiters.parked else None
+        waiter = recv_waiters.grant_head(item) if recv_waiters.parked else None
         if waiter is not None:
-            # I1: the buffer is empty, so the item goes straight to the head
+            # I1: the buffer is empty, so the item went straight to the head
             # receiver; it stays in in_flight until that task resumes.
             self.in_flight.append(waiter)
-            waiter.grant(item)
             # What sync() would do, cheaper: this is the ping-pong path.
             if not (recv_waiters.parked and recv_waiters) and not self.send_in_flight:
                 self.send_limit = self.capacity

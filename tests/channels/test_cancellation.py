@@ -21,6 +21,7 @@ import anyio
 import anyio.lowlevel
 import pytest
 
+from anyio_prims import _core as core
 from anyio_prims import mpsc, spmc
 
 from ._support import (
@@ -198,6 +199,36 @@ async def test_grant_then_cancel_receive_neither_loses_nor_duplicates(
         receiver.grant_then_cancel(lambda: tx.send_nowait("x"))
         await receiver.finished.wait()
     if source in GIVE_BACK_SOURCES:
+        assert receiver.outcome == "cancelled"
+    if receiver.outcome == "cancelled":
+        assert drain(rx) == ["x"]
+    else:
+        assert receiver.result == "x"
+        assert drain(rx) == []
+
+
+#: Sources whose cancel() reaches a parked task before anything else runs
+#: (a deadline or an asyncio timeout is acted on later, by the loop).
+CANCELLED_AT_ONCE = ("anyio_cancel_scope", "trio_cancel_scope", "asyncio_task_cancel")
+
+
+async def test_a_send_just_after_the_receiver_is_cancelled_keeps_the_item(
+    flavour: str, source: str
+) -> None:
+    # Cancel, then send in the same synchronous step: the cancelled receiver
+    # is passed over (or, where its wait was granted first, gives the item
+    # back), and the item waits in the buffer.
+    tx, rx = channel(flavour, 1)
+    async with anyio.create_task_group() as tg:
+        receiver = Call(rx.receive, source).start(tg)
+        await settle()
+        receiver.cancel()
+        tx.send_nowait("x")
+        if source == "asyncio_task_cancel" and not core.FORCE_GENERIC:
+            # The waiter's future is cancelled: the send sees it is gone.
+            assert rx.statistics().items_buffered == 1
+        await receiver.finished.wait()
+    if source in CANCELLED_AT_ONCE:
         assert receiver.outcome == "cancelled"
     if receiver.outcome == "cancelled":
         assert drain(rx) == ["x"]
