@@ -174,7 +174,11 @@ def test_event_and_condition_wake_trio_guest_tasks(host: str) -> None:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(wait_event)
             nursery.start_soon(wait_cond)
-            await trio.sleep(0.001)
+            # Both parked before the wake-ups: a notify that reached
+            # wait_cond before its wait() would be lost, and it would hang.
+            await trio.testing.wait_all_tasks_blocked()
+            assert event.statistics().tasks_waiting == 1
+            assert cond.statistics().tasks_waiting == 1
             event.set()
             async with cond:
                 cond.notify_all()
