@@ -17,7 +17,7 @@ executor on asyncio, then on uvloop, then on Trio.  The second pass runs the
 other channel and executor cases, whose targets compare rows of one case.
 A machine's speed drifts over the hours a full run takes; this way every
 ratio divides figures measured minutes apart, not hours.  With ``--cases``
-the chosen cases run in one pass, area by area.
+the chosen cases run in one pass, backend by backend as in the first pass.
 
 Quick mode runs each benchmark in the script's own process
 (``--in-process``): a calibration run of three values, which also warms the
@@ -101,7 +101,9 @@ def plan(
 ) -> list[tuple[str, str, str]]:
     """The script runs, in order: ``(area, backend, cases regex or "")``."""
     if cases:
-        return [(area, backend, cases) for area in areas for backend in backends]
+        # Backend by backend, as the first pass: a ratio of two chosen cases
+        # (a case and its limit) divides figures of one sitting.
+        return [(area, backend, cases) for backend in backends for area in areas]
     first = [
         (area, backend, f"^(?:{SITTING[area]})" if SITTING[area] else "")
         for backend in backends
