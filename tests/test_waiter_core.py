@@ -173,6 +173,7 @@ async def test_the_unopened_stand_in_reads_empty_and_refuses_a_waiter() -> None:
     # Read as the channels hold it (Unopened.pop() is declared to return None).
     waiting: Waiting[int] = stand_in
     assert waiting.pop() is None
+    assert waiting.grant_head(1) is None  # nobody to grant
     before = WAITER_STATS.created
     with pytest.raises(RuntimeError, match="never opened"):
         stand_in.enqueue(1)

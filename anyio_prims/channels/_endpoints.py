@@ -239,9 +239,10 @@ class ReceiveEndpoint(_Endpoint, ObjectReceiveStream[T_co], Generic[T_co]):
         buffer = state.buffer
         if len(buffer) > state.recv_floor and not self._closed:
             return buffer.popleft()
-        # try_receive() returns NOTHING exactly when none of these holds:
-        # test them first, to skip its call on the way to parking (the
-        # ping-pong path).
+        # try_receive() returns NOTHING exactly when none of these holds
+        # (not state.receive_would_park(), written out with ``.parked`` for
+        # bool()): test them first, to skip its call on the way to parking
+        # (the ping-pong path).
         if (
             buffer
             or state.send_waiters.parked

@@ -287,6 +287,8 @@ class ChannelState(Generic[T]):
 
     def sync(self) -> None:
         """Recompute both gates from the waiters (after any slow-path change)."""
+        # Written out, for one case each, in try_send() (a handoff) and in
+        # ReceiveEndpoint.receive() (a resumed single receiver): keep in step.
         # ``w.parked and w`` is ``bool(w)`` without its call when nothing is
         # parked, the common case here (a Slot is emptied when it is popped).
         recv_waiters = self.recv_waiters
@@ -321,6 +323,8 @@ class ChannelState(Generic[T]):
 
     def receive_would_park(self, closed: bool) -> bool:
         """Whether a receive now would park: ``try_receive`` returns NOTHING."""
+        # ReceiveEndpoint.receive() tests the negation of this written out
+        # (with ``.parked`` for bool()) before it parks: keep in step.
         return (
             not closed
             and not (self.single_receiver and (self.recv_waiters or self.in_flight))
