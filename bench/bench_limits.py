@@ -13,10 +13,12 @@
     ``wait_task_rescheduled`` and the other calls ``reschedule``.
 
 ``limits.limit_minimal_pingpong.<backend>.bare``
-    The same ping-pong through two minimal channels: ``await send(x)`` and
-    ``await receive()`` are coroutine methods over a deque and one parked
-    receiver, woken by the same bare mechanism.  No cancellation handling,
-    no checkpoint, no closing.  Not a target: what a ping-pong through any
+    bench_channels' ``pingpong_cap1`` body, run on two minimal parking
+    channels (``peers.FutureChan`` on asyncio and uvloop,
+    ``peers.RescheduleChan`` on Trio): ``await send(x)`` and ``await
+    receive()`` are coroutine methods over a deque and one parked receiver,
+    woken by the same bare mechanism.  No cancellation handling, no
+    checkpoint, no closing.  Not a target: what a ping-pong through any
     channel with awaitable methods costs at least, next to the bare switch.
 
 Run as ``python bench/bench_limits.py --backend asyncio`` plus pyperf options;
@@ -26,16 +28,13 @@ bench/run.py does that for every backend.
 from __future__ import annotations
 
 import asyncio
-from collections import deque
 from typing import Any
 
+from bench_channels import pingpong
 from harness import Impl, Suite, expect, perf_counter
-from peers import MINIMAL_CHANNEL, MinimalChan
+from peers import MINIMAL_CHANNEL, MINIMAL_PINGPONG, MinimalChan
 
 BARE_SWITCH = Impl("bare", "limit: bare wake-up, no cancellation handling")
-MINIMAL_PINGPONG = Impl(
-    "bare", "reference: minimal coroutine channel, bare wake-up, no cancellation"
-)
 
 
 async def minimal_channel(loops: int) -> float:
@@ -123,130 +122,6 @@ async def park_unpark_trio(loops: int) -> float:
     return elapsed
 
 
-class _FutureChan:
-    """A minimal asyncio channel: a deque and at most one parked receiver."""
-
-    __slots__ = ("_create_future", "_getter", "_items")
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._items: deque[Any] = deque()
-        self._getter: asyncio.Future[Any] | None = None
-        self._create_future = loop.create_future
-
-    async def send(self, item: Any) -> None:
-        getter = self._getter
-        if getter is not None:
-            self._getter = None
-            getter.set_result(item)
-        else:
-            self._items.append(item)
-
-    async def receive(self) -> Any:
-        if self._items:
-            return self._items.popleft()
-        getter = self._getter = self._create_future()
-        return await getter
-
-
-class _RescheduleChan:
-    """The same on Trio: the receiver parks in ``wait_task_rescheduled``."""
-
-    __slots__ = ("_current_task", "_getter", "_item", "_items", "_reschedule", "_wait")
-
-    def __init__(self) -> None:
-        import trio.lowlevel as lowlevel
-
-        self._items: deque[Any] = deque()
-        self._getter: Any = None
-        self._item: Any = None
-        self._current_task = lowlevel.current_task
-        self._reschedule = lowlevel.reschedule
-        self._wait = lowlevel.wait_task_rescheduled
-
-    async def send(self, item: Any) -> None:
-        getter = self._getter
-        if getter is not None:
-            self._getter = None
-            self._item = item
-            self._reschedule(getter)
-        else:
-            self._items.append(item)
-
-    async def receive(self) -> Any:
-        if self._items:
-            return self._items.popleft()
-        self._getter = self._current_task()
-        await self._wait(_abort_succeeded)
-        return self._item
-
-
-def _abort_succeeded(_: Any) -> Any:
-    import trio.lowlevel
-
-    return trio.lowlevel.Abort.SUCCEEDED
-
-
-async def minimal_pingpong_asyncio(loops: int) -> float:
-    """The loops of bench_channels' pingpong_cap1, on two minimal channels."""
-    loop = asyncio.get_running_loop()
-    there, back = _FutureChan(loop), _FutureChan(loop)
-    send, receive = there.send, back.receive
-    echo_send, echo_receive = back.send, there.receive
-    echoed = 0
-
-    async def echo() -> None:
-        nonlocal echoed
-        for _ in range(loops):
-            await echo_send(await echo_receive())
-            echoed += 1
-
-    task = loop.create_task(echo())
-    while there._getter is None:  # the echo task parks in receive()
-        await asyncio.sleep(0)
-    total = 0
-    t0 = perf_counter()
-    for i in range(loops):
-        await send(i)
-        total += await receive()
-    elapsed = perf_counter() - t0
-    await task
-    return _checked(elapsed, total, echoed, loops)
-
-
-async def minimal_pingpong_trio(loops: int) -> float:
-    """As minimal_pingpong_asyncio, on Trio."""
-    import trio
-
-    there, back = _RescheduleChan(), _RescheduleChan()
-    send, receive = there.send, back.receive
-    echo_send, echo_receive = back.send, there.receive
-    echoed = 0
-
-    async def echo() -> None:
-        nonlocal echoed
-        for _ in range(loops):
-            await echo_send(await echo_receive())
-            echoed += 1
-
-    total = 0
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(echo)
-        while there._getter is None:  # the echo task parks in receive()
-            await trio.lowlevel.cancel_shielded_checkpoint()
-        t0 = perf_counter()
-        for i in range(loops):
-            await send(i)
-            total += await receive()
-        elapsed = perf_counter() - t0
-    return _checked(elapsed, total, echoed, loops)
-
-
-def _checked(elapsed: float, total: int, echoed: int, loops: int) -> float:
-    expect(echoed == loops, f"minimal ping-pong echoed {echoed} of {loops}")
-    expect(total == loops * (loops - 1) // 2, f"minimal ping-pong checksum {total}")
-    return elapsed
-
-
 def main() -> None:
     suite = Suite("limits", __doc__.splitlines()[0])
     suite.add(
@@ -261,13 +136,15 @@ def main() -> None:
         park_unpark_trio if suite.backend == "trio" else park_unpark_asyncio,
         unit="round trip (two task switches)",
     )
-    suite.add(
-        "limit_minimal_pingpong",
-        MINIMAL_PINGPONG,
-        minimal_pingpong_trio if suite.backend == "trio" else minimal_pingpong_asyncio,
-        unit="round trip (two task switches)",
-        limit="limit_park_unpark",
-    )
+    for impl in MINIMAL_PINGPONG:
+        # channels.pingpong_cap1's own body, on the minimal parking channel.
+        suite.add(
+            "limit_minimal_pingpong",
+            impl,
+            pingpong(impl, suite.native),
+            unit="round trip (two task switches)",
+            limit="limit_park_unpark",
+        )
 
 
 if __name__ == "__main__":

@@ -329,6 +329,81 @@ def channel_impls() -> list[ChannelImpl]:
 MINIMAL_CHANNEL = ChannelImpl("bare", NO_CHECKPOINT, MinimalChan)
 
 
+class FutureChan(Chan):
+    """A minimal parking channel on asyncio: a deque and at most one parked
+    receiver, woken through a loop future.  Unbounded; no cancellation
+    handling, no checkpoint, no closing (the reference row of the limits)."""
+
+    __slots__ = ("_create_future", "_getter", "_items")
+
+    def __init__(self, capacity: float = math.inf) -> None:
+        self._items: deque[Any] = deque()
+        self._getter: asyncio.Future[Any] | None = None
+        self._create_future = asyncio.get_running_loop().create_future
+        self.send, self.receive = self._send, self._receive
+
+    async def _send(self, item: Any) -> None:
+        getter = self._getter
+        if getter is not None:
+            self._getter = None
+            getter.set_result(item)
+        else:
+            self._items.append(item)
+
+    async def _receive(self) -> Any:
+        if self._items:
+            return self._items.popleft()
+        getter = self._getter = self._create_future()
+        return await getter
+
+
+class RescheduleChan(Chan):
+    """FutureChan on Trio: the receiver parks in ``wait_task_rescheduled``."""
+
+    __slots__ = ("_current_task", "_getter", "_item", "_items", "_reschedule", "_wait")
+
+    def __init__(self, capacity: float = math.inf) -> None:
+        import trio.lowlevel as lowlevel
+
+        self._items: deque[Any] = deque()
+        self._getter: Any = None
+        self._item: Any = None
+        self._current_task = lowlevel.current_task
+        self._reschedule = lowlevel.reschedule
+        self._wait = lowlevel.wait_task_rescheduled
+        self.send, self.receive = self._send, self._receive
+
+    async def _send(self, item: Any) -> None:
+        getter = self._getter
+        if getter is not None:
+            self._getter = None
+            self._item = item
+            self._reschedule(getter)
+        else:
+            self._items.append(item)
+
+    async def _receive(self) -> Any:
+        if self._items:
+            return self._items.popleft()
+        self._getter = self._current_task()
+        await self._wait(_abort_succeeded)
+        return self._item
+
+
+def _abort_succeeded(_: Any) -> Any:
+    import trio.lowlevel
+
+    return trio.lowlevel.Abort.SUCCEEDED
+
+
+_PARKING = "reference: minimal coroutine channel, bare wake-up, no cancellation"
+#: The reference row ``limits.limit_minimal_pingpong``, one per backend family.
+MINIMAL_PINGPONG = [
+    ChannelImpl("bare", _PARKING, FutureChan, backends=ASYNCIO_ONLY),
+    ChannelImpl("bare", _PARKING, RescheduleChan, backends=TRIO_ONLY),
+]
+
+
 # --------------------------------------------------------------------------
 # synchronization
 #
