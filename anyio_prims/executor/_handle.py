@@ -140,7 +140,7 @@ class JoinHandle(Generic[T]):
             # Granted (value None): recycle the waiter (see _core/_waiter.py)
             # on the queue, wherever that has gone since.
             waiters._spare = waiter
-        if self._state == SUCCEEDED:
+        if self._state == SUCCEEDED:  # _outcome()'s common case, no call
             value: T = self._value
             return value
         return self._outcome()
