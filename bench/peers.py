@@ -4,7 +4,10 @@
 # An adapter only looks up bound methods once per object (``send = tx.send``):
 # the cases then call the implementation's own methods in their inner loops,
 # never a wrapper.  Where an adapter must add a call (opening a channel), it
-# adds the same one call for every implementation.
+# adds the same one call for every implementation, outside the timed loop,
+# except in ``create_send_receive``: opening a channel is what it times, so
+# it calls each implementation's own factory (``ChannelImpl.pair``,
+# ``queue``, ``oneshot``; a strict row's is a ``functools.partial``).
 #
 # Rows of anyio-prims are imported defensively: a primitive that does not
 # exist yet (or lacks a constructor argument a row needs) becomes an Impl with
@@ -15,6 +18,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import importlib
 import inspect
 import math
@@ -212,7 +216,14 @@ class ChannelImpl(Impl):
     :param many_senders: whether several tasks may send (mpsc, mpmc, peers)
     :param many_receivers: whether several tasks may receive (spmc, mpmc, peers)
     :param min_capacity: the smallest capacity it supports (aiologic: 1)
-    :param oneshot: ``open_oneshot() -> (send_sync, receive)`` for one item
+    :param pair: the implementation's own factory, ``pair(capacity) ->
+        (sender, receiver)``, endpoints with ``send``, ``receive`` and
+        ``close``: what ``create_send_receive`` times, with no adapter
+    :param queue: for a queue rather than a pair of endpoints, its own
+        ``(constructor, put, get)``, the methods unbound (``asyncio.Queue.put``)
+    :param oneshot: the oneshot's own factory, ``oneshot() -> (sender,
+        receiver)``: a synchronous ``sender.send(item)``, ``await
+        receiver.receive()``
     """
 
     def __init__(
@@ -225,10 +236,15 @@ class ChannelImpl(Impl):
         missing: str | None = None,
         many_senders: bool = True,
         many_receivers: bool = True,
+        pair: Callable[[int], tuple[Any, Any]] | None = None,
+        queue: tuple[Callable[[int], Any], Callable[..., Any], Callable[..., Any]]
+        | None = None,
         oneshot: Callable[[], tuple[Any, Any]] | None = None,
     ) -> None:
         super().__init__(name, semantics, backends, missing)
         self.open = open
+        self.pair = pair
+        self.queue = queue
         self.many_senders = many_senders
         self.many_receivers = many_receivers
         self.oneshot = oneshot
@@ -239,6 +255,15 @@ def _trio_open(capacity: float) -> Chan:
 
     tx, rx = trio.open_memory_channel(capacity)
     return StreamChan(tx, rx, trio.WouldBlock)
+
+
+def _aiologic_queue() -> (
+    tuple[Callable[[int], Any], Callable[..., Any], Callable[..., Any]] | None
+):
+    queue, _ = _find("aiologic:Queue")
+    if queue is None:
+        return None
+    return queue, queue.async_put, queue.async_get
 
 
 def _anyio_open(capacity: float) -> Chan:
@@ -268,6 +293,7 @@ def _prims_flavour(flavour: str, strict: bool) -> ChannelImpl:
         STRICT if strict else BUDGETED,
         open_,
         missing=missing,
+        pair=functools.partial(factory, strict=True) if strict else factory,
         many_senders=flavour in ("mpsc", "mpmc"),
         many_receivers=flavour in ("spmc", "mpmc"),
     )
@@ -284,7 +310,9 @@ def _prims_stream() -> ChannelImpl:
         tx, rx = create(capacity)
         return StreamChan(tx, rx, anyio.WouldBlock)
 
-    return ChannelImpl("anyio_prims", DROPIN_DEFAULT, open_, missing=missing)
+    return ChannelImpl(
+        "anyio_prims", DROPIN_DEFAULT, open_, missing=missing, pair=create
+    )
 
 
 def _prims_oneshot(strict: bool) -> ChannelImpl:
@@ -296,26 +324,44 @@ def _prims_oneshot(strict: bool) -> ChannelImpl:
     if missing is None and strict and not _accepts(factory, "strict"):
         missing = "anyio_prims.oneshot.channel() takes no strict argument"
 
-    def open_oneshot() -> tuple[Any, Any]:
-        tx, rx = factory(strict=True) if strict else factory()
-        return tx.send, rx.receive
-
     return ChannelImpl(
         "anyio_prims_oneshot_strict" if strict else "anyio_prims_oneshot",
         (STRICT if strict else BUDGETED) + " (receive; its send is synchronous)",
         None,
         missing=missing,
-        oneshot=open_oneshot,
+        oneshot=functools.partial(factory, strict=True) if strict else factory,
     )
 
 
 def channel_impls() -> list[ChannelImpl]:
     """Every channel row, natives first."""
     impls = [
-        ChannelImpl("asyncio", NATIVE_ASYNCIO, AsyncioQueueChan, backends=ASYNCIO_ONLY),
-        ChannelImpl("trio", NATIVE_TRIO, _trio_open, backends=TRIO_ONLY),
-        ChannelImpl("anyio", ANYIO_DEFAULT, _anyio_open),
-        ChannelImpl("aiologic", AIOLOGIC_DEFAULT, AiologicQueueChan),
+        ChannelImpl(
+            "asyncio",
+            NATIVE_ASYNCIO,
+            AsyncioQueueChan,
+            backends=ASYNCIO_ONLY,
+            queue=(asyncio.Queue, asyncio.Queue.put, asyncio.Queue.get),
+        ),
+        ChannelImpl(
+            "trio",
+            NATIVE_TRIO,
+            _trio_open,
+            backends=TRIO_ONLY,
+            pair=_find("trio:open_memory_channel")[0],
+        ),
+        ChannelImpl(
+            "anyio",
+            ANYIO_DEFAULT,
+            _anyio_open,
+            pair=anyio.create_memory_object_stream,
+        ),
+        ChannelImpl(
+            "aiologic",
+            AIOLOGIC_DEFAULT,
+            AiologicQueueChan,
+            queue=_aiologic_queue(),
+        ),
         _prims_stream(),
     ]
     for flavour in ("mpsc", "spmc", "mpmc"):
