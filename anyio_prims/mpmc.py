@@ -16,8 +16,8 @@ from __future__ import annotations
 from typing import Generic, TypeVar
 
 from ._core import check_strict
-from .channels._endpoints import CloneableReceiver, CloneableSender
-from .channels._state import ChannelState, ChannelStatistics, check_capacity
+from .channels._endpoints import CloneableReceiver, CloneableSender, open_channel
+from .channels._state import ChannelStatistics, check_capacity
 
 T = TypeVar("T")
 T_co = TypeVar("T_co", covariant=True)
@@ -57,10 +57,11 @@ class channel(tuple[Sender[T], Receiver[T]]):
         # one item (the two calls cost about 45 ns of ~1.5 us on CPython 3.11).
         if type(capacity) is not int or capacity < 0:
             capacity = check_capacity(capacity)  # converts inf, or raises
-        state: ChannelState[T] = ChannelState(
+        return open_channel(
+            Sender,
+            Receiver,
             capacity,
             strict if strict is False else check_strict(strict),
             False,  # single_sender
             False,  # single_receiver
         )
-        return Sender(state), Receiver(state)

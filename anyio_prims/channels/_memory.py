@@ -31,7 +31,7 @@ import anyio
 import anyio.streams.memory
 from anyio.streams.memory import MemoryObjectStreamStatistics
 
-from ._endpoints import ReceiveEndpoint, SendEndpoint
+from ._endpoints import ReceiveEndpoint, SendEndpoint, open_channel
 from ._state import ChannelState
 
 T_Item = TypeVar("T_Item")
@@ -150,10 +150,11 @@ class create_memory_object_stream(
                 DeprecationWarning,
                 stacklevel=2,
             )
-        state: ChannelState[T_Item] = ChannelState(
+        return open_channel(
+            MemoryObjectSendStream,
+            MemoryObjectReceiveStream,
             max_buffer_size,
             True,  # strict
             False,  # single_sender
             False,  # single_receiver
         )
-        return MemoryObjectSendStream(state), MemoryObjectReceiveStream(state)

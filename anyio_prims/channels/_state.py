@@ -70,7 +70,7 @@ from typing import Any, Final, Generic, Protocol, TypeVar, cast
 
 import anyio
 
-from .._core import NOT_OPENED, Slot, Waiter, WaitQueue
+from .._core import Slot, Waiter, WaitQueue
 
 T = TypeVar("T")
 P = TypeVar("P")
@@ -218,8 +218,10 @@ def drain(waiting: Waiting[Any]) -> list[Waiter[Any]]:
 class ChannelState(Generic[T]):
     """Buffer, counts and waiters of one channel.  Internal: see the endpoints.
 
-    Made on every channel creation: the factories pass its arguments by
-    position, since keywords make the call about 150 ns slower.
+    Made only by ``_endpoints.open_channel``, together with the channel's
+    first sender and receiver, in one frame: the class has no ``__init__``
+    (three Python calls fewer on every channel creation).  The attributes
+    below are what ``open_channel`` sets.
     """
 
     __slots__ = (
@@ -239,33 +241,30 @@ class ChannelState(Generic[T]):
         "strict",
     )
 
-    def __init__(
-        self,
-        capacity: float,
-        strict: bool,
-        single_sender: bool,
-        single_receiver: bool,
-    ) -> None:
-        self.buffer: deque[T] = deque()
-        self.capacity = capacity
-        self.strict = strict
-        #: open endpoints; each endpoint's ``__init__`` counts itself
-        self.senders = 0
-        self.receivers = 0
-        #: Where blocked senders and receivers park: a Slot on a single side,
-        #: else a WaitQueue, made by the first park on that side (see
-        #: ``open_send_waiters``); until then the shared empty NOT_OPENED.
-        self.send_waiters: Waiting[tuple[object, T]] = NOT_OPENED
-        self.recv_waiters: Waiting[object] = NOT_OPENED
-        self.single_sender = single_sender
-        self.single_receiver = single_receiver
-        self.in_flight: deque[Waiter[object]] = NO_IN_FLIGHT
-        #: a single sender's item was taken and its task has not resumed
-        self.send_in_flight = False
-        # The gates (see the top of the file), as they are once the factory
-        # has made the first sender and receiver (it makes both at once).
-        self.send_limit: float = capacity
-        self.recv_floor: float = 0
+    buffer: deque[T]
+    #: an int >= 0, or ``math.inf``
+    capacity: float
+    #: every send and receive a checkpoint (else budgeted)
+    strict: bool
+    #: open endpoints; ``open_channel`` counts the first two, and each
+    #: clone's ``__init__`` counts itself
+    senders: int
+    receivers: int
+    #: Where blocked senders and receivers park: a Slot on a single side,
+    #: else a WaitQueue, made by the first park on that side (see
+    #: ``open_send_waiters``); until then the shared empty NOT_OPENED.
+    send_waiters: Waiting[tuple[object, T]]
+    recv_waiters: Waiting[object]
+    single_sender: bool
+    single_receiver: bool
+    #: receivers granted an item whose tasks have not resumed (I3);
+    #: NO_IN_FLIGHT until a receiver first parks
+    in_flight: deque[Waiter[object]]
+    #: a single sender's item was taken and its task has not resumed
+    send_in_flight: bool
+    #: the gates (see the top of the file)
+    send_limit: float
+    recv_floor: float
 
     def open_send_waiters(self) -> Waiting[tuple[object, T]]:
         """Make the senders' wait structure: a send is about to park first.
