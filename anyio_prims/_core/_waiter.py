@@ -270,6 +270,14 @@ class TrioWaiter(Waiter[P]):
         return trio_lowlevel().Abort.SUCCEEDED
 
 
+#: ``object.__new__``, for the enqueue paths that make an AsyncioWaiter
+#: without calling its ``__init__`` (a Python call they save on every wait
+#: that finds no spare waiter).
+_new_asyncio_waiter: Final[Callable[[type[AsyncioWaiter[Any]]], AsyncioWaiter[Any]]] = (
+    object.__new__
+)
+
+
 class GenericWaiter(Waiter[P]):
     __slots__ = ("_event",)
 
@@ -439,15 +447,16 @@ class WaitQueue(Parking[P]):
             # running, so it is the caller (no primitive is shared between
             # threads): skip the dispatch.  See the module comment.
             WAITER_STATS.created += 1
-            waiter: Waiter[Any] | None = self._spare
+            waiter = self._spare
             if waiter is not None and type(waiter) is AsyncioWaiter:
-                # A recycled waiter: a new future, no new object.
-                self._spare = None
-                waiter.payload = payload
-                waiter.state = PENDING
-                waiter.wait = waiter._fut = loop.create_future()
+                self._spare = None  # a recycled waiter: ``value`` is None
             else:
-                waiter = AsyncioWaiter(payload, loop)
+                # AsyncioWaiter.__init__ written out, without its call.
+                waiter = _new_asyncio_waiter(AsyncioWaiter)
+                waiter.value = None
+            waiter.payload = payload
+            waiter.state = PENDING
+            waiter.wait = waiter._fut = loop.create_future()
         else:
             waiter = self._new_waiter(payload)
         self.parked.append(waiter)
@@ -580,14 +589,16 @@ class Slot(Parking[P]):
         loop = self._loop
         if loop is not None and loop in _tasks_by_loop:
             WAITER_STATS.created += 1
-            waiter: Waiter[Any] | None = self._spare
+            waiter = self._spare
             if waiter is not None and type(waiter) is AsyncioWaiter:
-                self._spare = None
-                waiter.payload = payload
-                waiter.state = PENDING
-                waiter.wait = waiter._fut = loop.create_future()
+                self._spare = None  # a recycled waiter: ``value`` is None
             else:
-                waiter = AsyncioWaiter(payload, loop)
+                # AsyncioWaiter.__init__ written out, without its call.
+                waiter = _new_asyncio_waiter(AsyncioWaiter)
+                waiter.value = None
+            waiter.payload = payload
+            waiter.state = PENDING
+            waiter.wait = waiter._fut = loop.create_future()
         else:
             waiter = self._new_waiter(payload)
         self.parked = waiter
