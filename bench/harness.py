@@ -319,6 +319,7 @@ class Suite:
             cmd.extend(("--backend", args.backend))
             if args.cases:
                 cmd.extend(("--cases", args.cases))
+            # --once never reaches pyperf's workers: it spawns none then.
 
         self.area = area
         self.runner = pyperf.Runner(
@@ -331,7 +332,18 @@ class Suite:
         self.runner.argparser.add_argument(
             "--cases", default="", help="only benchmarks whose name matches this regex"
         )
+        self.runner.argparser.add_argument(
+            "--once",
+            type=int,
+            default=0,
+            metavar="LOOPS",
+            help="run each selected body once with LOOPS loops, without pyperf "
+            "(for bench/instructions.py), and print its inner loops",
+        )
         args = self.runner.parse_args()
+        if args.once < 0:
+            self.runner.argparser.error("--once must be >= 1")
+        self._once: int = args.once
         self.backend: str = args.backend
         self.native = Native(self.backend)
         self._cases = re.compile(args.cases) if args.cases else None
@@ -402,6 +414,12 @@ class Suite:
         if note:
             metadata["bench_note"] = note
         backend = self.backend
+        if self._once:
+            # One run of the body, nothing else: what bench/instructions.py
+            # counts the instructions of, at two loop counts.
+            run_on(backend, body, self._once)
+            print(f"once {name} loops={self._once} inner_loops={inner_loops or 1}")
+            return
 
         def time_func(loops: int) -> float:
             # A hang (a lost wake-up) must fail the run, not stall it: dump
