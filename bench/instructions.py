@@ -11,8 +11,14 @@ divided by the difference in units of work: the interpreter's start-up, the
 imports and the event loop's setup cancel out.
 
 Wall time on a shared or virtual machine moves by several per cent between
-sittings; an instruction count does not move between runs of the same code.
-It is the way to judge a change of a few per cent (an A/B: run the tool in
+sittings; an instruction count, with the hash seed fixed (the tool sets
+``PYTHONHASHSEED=0``), moves by about 0.1% between runs of the same code
+(``semaphore_contended``, ``pingpong_cap1``, the one-task cases).  Not in
+the cases that poll until a task has parked, in every loop
+(``lock_handoff``, ``wake_*``, ``cancel_pending_*``): how often they poll
+depends on timing, so their counts vary by several times; read those
+cases' pyperf times instead.  It is the way to judge a change of a few
+per cent (an A/B: run the tool in
 two checkouts, ``PYTHONPATH=CHECKOUT python CHECKOUT/bench/instructions.py
 ...``).  It is not a time: a cache miss or a system call counts as the
 instructions it executes, so the pyperf figures stay the measure of speed,
@@ -69,7 +75,10 @@ def count(name: str, loops: int) -> tuple[int, int]:
             "--once",
             str(loops),
         ]
-        done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        # A fixed hash seed: string hashing otherwise changes dict and set
+        # layouts, and with them the count, from one process to the next.
+        env = {**os.environ, "PYTHONHASHSEED": "0"}
+        done = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
     collected = _COLLECTED.search(done.stderr)
     once = _ONCE.search(done.stdout)
     if done.returncode or collected is None or once is None:
