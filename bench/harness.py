@@ -342,7 +342,7 @@ class Suite:
         )
         args = self.runner.parse_args()
         if args.once < 0:
-            self.runner.argparser.error("--once must be >= 1")
+            self.runner.argparser.error("--once: LOOPS must be >= 1")
         self._once: int = args.once
         self.backend: str = args.backend
         self.native = Native(self.backend)

@@ -209,6 +209,11 @@ class MinimalChan(Chan):
         return False, None
 
 
+#: A queue's own calls for ``create_send_receive``: its constructor (given the
+#: capacity) and its unbound ``put`` and ``get``.
+QueueCalls = tuple[Callable[[int], Any], Callable[..., Any], Callable[..., Any]]
+
+
 class ChannelImpl(Impl):
     """A channel row.
 
@@ -237,8 +242,7 @@ class ChannelImpl(Impl):
         many_senders: bool = True,
         many_receivers: bool = True,
         pair: Callable[[int], tuple[Any, Any]] | None = None,
-        queue: tuple[Callable[[int], Any], Callable[..., Any], Callable[..., Any]]
-        | None = None,
+        queue: QueueCalls | None = None,
         oneshot: Callable[[], tuple[Any, Any]] | None = None,
     ) -> None:
         super().__init__(name, semantics, backends, missing)
@@ -257,9 +261,7 @@ def _trio_open(capacity: float) -> Chan:
     return StreamChan(tx, rx, trio.WouldBlock)
 
 
-def _aiologic_queue() -> (
-    tuple[Callable[[int], Any], Callable[..., Any], Callable[..., Any]] | None
-):
+def _aiologic_queue() -> QueueCalls | None:
     queue, _ = _find("aiologic:Queue")
     if queue is None:
         return None

@@ -194,7 +194,9 @@ class AsyncioWaiter(Waiter[P]):
     __slots__ = ("_fut",)
 
     def __init__(self, payload: P, loop: AbstractEventLoop) -> None:
-        # Waiter.__init__ inlined: this runs on every blocking call.
+        # Waiter.__init__ inlined.  Only the slow path (_new_waiter) calls
+        # this: WaitQueue.enqueue and Slot.enqueue write it out without the
+        # call (keep in step).
         self.payload = payload
         self.state = PENDING
         self.value = None
