@@ -1,22 +1,33 @@
-"""Sessions: tests per backend and waiter, tests on every interpreter, lint,
+"""Sessions: tests per backend and waiter, tests against the oldest
+dependencies pyproject.toml accepts, tests on every interpreter, lint,
 typecheck (mypy on the package, examples, tests and bench), pyright, docs,
 package, bench.
 
-``nox -s lint typecheck pyright docs package tests`` is the README's test
-command and what CI runs; ``nox -s bench`` is its benchmark command.
+``nox -s lint typecheck pyright docs package tests tests_floor`` is the
+README's test command and what CI runs; ``nox -s bench`` is its benchmark
+command.
 """
 
 from __future__ import annotations
 
 import glob
 import os
+import re
 import shutil
 import subprocess
 
 import nox
 
 nox.options.error_on_missing_interpreters = False
-nox.options.sessions = ["lint", "typecheck", "pyright", "docs", "package", "tests"]
+nox.options.sessions = [
+    "lint",
+    "typecheck",
+    "pyright",
+    "docs",
+    "package",
+    "tests",
+    "tests_floor",
+]
 
 BACKENDS = ["asyncio", "uvloop", "trio"]
 WAITERS = ["native", "generic"]
@@ -68,6 +79,34 @@ def tests(session: nox.Session, backend: str, waiter: str) -> None:
 def tests_versions(session: nox.Session) -> None:
     """The whole suite, every backend, on each interpreter that is present."""
     _install(session)
+    for waiter in WAITERS:
+        session.run(
+            "pytest", "-q", *session.posargs, env={"ANYIO_PRIMS_WAITER": waiter}
+        )
+
+
+def _floor_pins() -> list[str]:
+    """``name==X`` for each ``name>=X`` that pyproject.toml's ``[project]``
+    table declares (the runtime dependency and the extras): the oldest
+    releases the package says it works with."""
+    with open("pyproject.toml", encoding="utf-8") as f:
+        text = f.read()
+    project = text.split("[project]", 1)[1].split("\n[tool.", 1)[0]
+    pins = re.findall(r'"([A-Za-z0-9_.-]+)>=([0-9][0-9A-Za-z.]*)', project)
+    return [f"{name}=={floor}" for name, floor in pins]
+
+
+@nox.session
+def tests_floor(session: nox.Session) -> None:
+    """The whole suite, every backend, both waiters, against the oldest anyio,
+    trio and uvloop that pyproject.toml accepts: the floors are tested, not
+    guessed.  The tests that compare the drop-ins with anyio's own classes
+    skip where that anyio behaves otherwise (tests/_anyio_version.py)."""
+    pins = _floor_pins()
+    if not any(pin.startswith("anyio==") for pin in pins):
+        session.error(f"no anyio floor found in pyproject.toml: {pins}")
+    session.install("-e", ".[trio,uvloop]", *TEST_DEPS, *pins)
+    session.run("python", "-m", "pip", "list")
     for waiter in WAITERS:
         session.run(
             "pytest", "-q", *session.posargs, env={"ANYIO_PRIMS_WAITER": waiter}

@@ -33,9 +33,15 @@ from anyio_prims.sync._event import Condition, Event
 from anyio_prims.sync._limiter import CapacityLimiter
 from anyio_prims.sync._lock import Lock, Semaphore
 
+from ._anyio_version import requires_anyio
 from ._sync_support import settle, start_in_order
 
-pytestmark = pytest.mark.anyio
+pytestmark = [
+    pytest.mark.anyio,
+    requires_anyio(
+        4, 14, "its locks' hand-over and CapacityLimiter's argument checks changed"
+    ),
+]
 
 ANYIO = SimpleNamespace(
     Lock=anyio.Lock,
