@@ -21,6 +21,14 @@
     checkpoint, no closing.  Not a target: what a ping-pong through any
     channel with awaitable methods costs at least, next to the bare switch.
 
+``limits.limit_minimal_lock_handoff.<backend>.bare``
+    bench_sync's ``lock_handoff`` body, run on a minimal lock
+    (``peers.FutureLock`` on asyncio and uvloop, ``peers.RescheduleLock`` on
+    Trio): a flag and a FIFO of parked tasks, the lock handed to the first
+    on release, woken by the same bare mechanism.  No cancellation handling,
+    no checkpoint, no owner.  Not a target: what the handoff case costs at
+    least with an awaitable ``acquire``, next to the bare switch.
+
 Run as ``python bench/bench_limits.py --backend asyncio`` plus pyperf options;
 bench/run.py does that for every backend.
 """
@@ -31,8 +39,9 @@ import asyncio
 from typing import Any
 
 from bench_channels import pingpong
+from bench_sync import lock_handoff
 from harness import Impl, Suite, expect, perf_counter
-from peers import MINIMAL_CHANNEL, MINIMAL_PINGPONG, MinimalChan
+from peers import MINIMAL_CHANNEL, MINIMAL_LOCK_HANDOFF, MINIMAL_PINGPONG, MinimalChan
 
 BARE_SWITCH = Impl("bare", "limit: bare wake-up, no cancellation handling")
 
@@ -143,6 +152,15 @@ def main() -> None:
             impl,
             pingpong(impl, suite.native),
             unit="round trip (two task switches)",
+            limit="limit_park_unpark",
+        )
+    for lock in MINIMAL_LOCK_HANDOFF:
+        # sync.lock_handoff's own body, on the minimal lock.
+        suite.add(
+            "limit_minimal_lock_handoff",
+            lock,
+            lock_handoff(lock, suite.native, 1),
+            unit="round: two handoffs",
             limit="limit_park_unpark",
         )
 

@@ -452,6 +452,70 @@ MINIMAL_PINGPONG = [
 ]
 
 
+class FutureLock:
+    """A minimal lock on asyncio: a flag and a FIFO of loop futures, the lock
+    handed straight to the first waiter on release.  No cancellation
+    handling, no checkpoint, no owner check (the reference row of the limits,
+    as FutureChan is for channels)."""
+
+    __slots__ = ("_create_future", "_locked", "_waiters")
+
+    def __init__(self) -> None:
+        self._locked = False
+        self._waiters: deque[asyncio.Future[None]] = deque()
+        self._create_future = asyncio.get_running_loop().create_future
+
+    async def acquire(self) -> None:
+        if not self._locked:
+            self._locked = True
+            return
+        fut = self._create_future()
+        self._waiters.append(fut)
+        await fut  # handed over: the lock stays taken
+
+    def release(self) -> None:
+        if self._waiters:
+            self._waiters.popleft().set_result(None)
+        else:
+            self._locked = False
+
+    def locked(self) -> bool:
+        return self._locked
+
+
+class RescheduleLock:
+    """FutureLock on Trio: waiters park in ``wait_task_rescheduled``."""
+
+    __slots__ = ("_current_task", "_locked", "_reschedule", "_wait", "_waiters")
+
+    def __init__(self) -> None:
+        import trio.lowlevel as lowlevel
+
+        self._locked = False
+        self._waiters: deque[Any] = deque()
+        self._current_task = lowlevel.current_task
+        self._reschedule = lowlevel.reschedule
+        self._wait = lowlevel.wait_task_rescheduled
+
+    async def acquire(self) -> None:
+        if not self._locked:
+            self._locked = True
+            return
+        self._waiters.append(self._current_task())
+        await self._wait(_abort_succeeded)
+
+    def release(self) -> None:
+        if self._waiters:
+            self._reschedule(self._waiters.popleft())
+        else:
+            self._locked = False
+
+    def locked(self) -> bool:
+        return self._locked
+
+
+_MINIMAL_LOCK = "reference: minimal lock, bare wake-up, no cancellation"
+
 # --------------------------------------------------------------------------
 # synchronization
 #
@@ -656,6 +720,24 @@ def lock_impls() -> list[SyncImpl]:
         _prims_dropin("Lock", fast=False),
         _prims_dropin("Lock", fast=True),
     ]
+
+
+#: The reference row ``limits.limit_minimal_lock_handoff``, one per backend
+#: family: sync's ``lock_handoff`` body on a minimal lock.
+MINIMAL_LOCK_HANDOFF = [
+    SyncImpl(
+        "bare",
+        _MINIMAL_LOCK,
+        lambda _: _lock_ops(FutureLock()),
+        backends=ASYNCIO_ONLY,
+    ),
+    SyncImpl(
+        "bare",
+        _MINIMAL_LOCK,
+        lambda _: _lock_ops(RescheduleLock()),
+        backends=TRIO_ONLY,
+    ),
+]
 
 
 def semaphore_impls() -> list[SyncImpl]:
