@@ -14,7 +14,9 @@ import asyncio
 import math
 import sys
 from collections.abc import Awaitable, Callable
-from typing import Any
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
+from typing import Any, Final
 
 import anyio
 import anyio.abc
@@ -210,24 +212,38 @@ def uncancel(task: asyncio.Task[Any]) -> None:
 
 
 def run_on_every_backend_in_turn(main: Callable[[], Awaitable[object]]) -> list[str]:
-    """Run ``main`` in one event loop after another: asyncio, Trio, uvloop,
-    asyncio again (those installed), to show that an object made outside any
-    loop keeps working when it moves between loops and backends.  Returns
-    the runs made."""
-    runs: list[tuple[str, str, dict[str, Any]]] = [("asyncio", "asyncio", {})]
+    """Run ``main`` in one event loop after another: asyncio, Trio, Trio in
+    another thread, Trio again, uvloop, asyncio in another thread, asyncio
+    again (those installed), to show that an object made outside any loop
+    keeps working when it moves between loops, backends and threads (one at
+    a time: none of them may be used by two threads at once).  Returns the
+    runs made, by backend name."""
+    # (name, anyio backend, backend options, in another thread)
+    runs: list[tuple[str, str, dict[str, Any], bool]] = [
+        ("asyncio", "asyncio", {}, False)
+    ]
     try:
         import trio  # noqa: F401
 
-        runs.append(("trio", "trio", {}))
+        runs += [(name, "trio", {}, thread) for name, thread in TRIO_RUNS]
     except ImportError:  # pragma: no cover - trio is a test dependency
         pass
     try:
         import uvloop  # noqa: F401
 
-        runs.append(("uvloop", "asyncio", {"use_uvloop": True}))
+        runs.append(("uvloop", "asyncio", {"use_uvloop": True}, False))
     except ImportError:  # pragma: no cover - not on every platform
         pass
-    runs.append(("asyncio", "asyncio", {}))
-    for _name, backend, options in runs:
-        anyio.run(main, backend=backend, backend_options=options)
-    return [name for name, _, _ in runs]
+    runs += [("asyncio", "asyncio", {}, True), ("asyncio", "asyncio", {}, False)]
+    for _name, backend, options, in_thread in runs:
+        run = partial(anyio.run, main, backend=backend, backend_options=options)
+        if in_thread:
+            with ThreadPoolExecutor(1) as pool:
+                pool.submit(run).result()  # its exception, raised here
+        else:
+            run()
+    return [name for name, _, _, _ in runs]
+
+
+#: The Trio runs of run_on_every_backend_in_turn: (name, in another thread).
+TRIO_RUNS: Final = (("trio", False), ("trio", True), ("trio", False))

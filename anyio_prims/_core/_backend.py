@@ -208,7 +208,9 @@ def task_finder() -> tuple[object, TaskMap, object]:
     asyncio the map is asyncio's own loop -> task dict and the key the loop:
     a dict lookup, about 0.02 us on CPython 3.11 against 0.17 us for
     :func:`current_task`.  It keeps the loop referenced until the primitive
-    is used on another one.
+    is used on another one.  On Trio the map is the thread's Trio run-context
+    dict and the key ``"task"`` (:func:`trio_task_dict`), again a dict
+    lookup where ``trio.lowlevel.current_task()`` is a Python call.
 
     :raises RuntimeError: if no task is running
     """
@@ -219,8 +221,53 @@ def task_finder() -> tuple[object, TaskMap, object]:
             return task, _tasks_by_loop, loop
         return task, _ANY_TASKS, None  # pragma: no cover - other Pythons
     if "trio" in sys.modules:  # also Trio in guest mode on an asyncio host
-        return trio_lowlevel().current_task(), _TRIO_TASKS, None
+        task = trio_lowlevel().current_task()
+        tasks = trio_task_dict()
+        if tasks is not None and tasks.get("task") is task:
+            return task, tasks, "task"
+        return task, _TRIO_TASKS, None  # pragma: no cover - another Trio
     raise RuntimeError("no task is running: call this from inside an event loop")
+
+
+#: Trio's run context (``trio._core._run.GLOBAL_RUN_CONTEXT``, a
+#: ``threading.local``), bound by the first :func:`trio_task_dict` call that
+#: finds it; None until then.
+_trio_run_context: Any = None
+
+
+def trio_task_dict() -> dict[str, object] | None:
+    """This thread's Trio run-context dict, where Trio keeps the running task.
+
+    While a Trio task runs on this thread, ``["task"]`` is that task (Trio's
+    own ``current_task()`` reads it there), and the key is absent between
+    task steps and outside ``trio.run``.  A map and key for
+    :func:`task_finder`, and what a wait structure checks to skip the
+    backend dispatch on Trio (``_waiter.Parking``): a C-level ``dict.get``
+    where ``trio.lowlevel.current_task()`` is a Python call.  The dict is
+    the calling thread's: it answers for tasks of this thread only.
+
+    A private part of Trio, so it is checked: None (the callers then use
+    Trio's public calls) unless Trio keeps its run context there and this
+    thread's dict names the running task.  Call it from a Trio task.
+    """
+    global _trio_run_context
+    context = _trio_run_context
+    if context is None:
+        try:
+            from trio._core._run import GLOBAL_RUN_CONTEXT as context
+        except ImportError:  # pragma: no cover - another Trio
+            return None
+    tasks = getattr(context, "__dict__", None)
+    if not isinstance(tasks, dict):  # pragma: no cover - another Trio
+        return None
+    try:
+        running = trio_lowlevel().current_task()
+    except RuntimeError:
+        return None
+    if tasks.get("task") is not running:  # pragma: no cover - another Trio
+        return None
+    _trio_run_context = context
+    return tasks
 
 
 def task_info(task: object) -> anyio.TaskInfo:

@@ -29,7 +29,11 @@
 # since no primitive is shared between threads; a Trio task in guest mode on
 # that loop runs inside its callbacks, with no asyncio task running, and
 # takes the dispatch.  The structure keeps the loop referenced until it is
-# used elsewhere.
+# used elsewhere.  On Trio it remembers, in the same way, the Trio
+# run-context dict of the thread its last waiter was made on (where Trio
+# keeps the running task: ``_backend.trio_task_dict``), and ``enqueue``
+# skips the dispatch while that dict names a running task, which is then
+# the caller; between runs, and between task steps, it names none.
 #
 # A wait is ``park(payload, give_back)``, or, on the hottest paths, its two
 # halves written out: ``enqueue(payload)`` (make the waiter for the running
@@ -92,6 +96,7 @@ from ._backend import (
     is_cancellation,
     rearm_cancellation,
     trio_lowlevel,
+    trio_task_dict,
 )
 from ._budget import BUDGET, BUDGET_SIZE
 
@@ -282,6 +287,12 @@ _new_asyncio_waiter: Final[Callable[[type[AsyncioWaiter[Any]]], AsyncioWaiter[An
 )
 
 
+#: The same for TrioWaiter, on enqueue's Trio branch.
+_new_trio_waiter: Final[Callable[[type[TrioWaiter[Any]]], TrioWaiter[Any]]] = (
+    object.__new__
+)
+
+
 class GenericWaiter(Waiter[P]):
     __slots__ = ("_event",)
 
@@ -297,11 +308,15 @@ class GenericWaiter(Waiter[P]):
 class Parking(Generic[P]):
     """What a waiter is parked in: a WaitQueue or a single Slot."""
 
-    __slots__ = ("_loop", "_spare")
+    __slots__ = ("_loop", "_spare", "_trio")
 
     #: The asyncio loop the last waiter made here belongs to, or None (set
     #: by the subclasses that park waiters).
     _loop: AbstractEventLoop | None
+    #: If the last waiter made here was a Trio waiter: the Trio run-context
+    #: dict of its thread, whose ``"task"`` is the running Trio task there
+    #: (``_backend.trio_task_dict``); else None.
+    _trio: dict[str, object] | None
     #: A settled waiter, handed back by the task that waited on it, for
     #: ``enqueue`` to reuse; or None (see "Recycling" in the module comment).
     _spare: Waiter[Any] | None
@@ -321,6 +336,7 @@ class Parking(Generic[P]):
                 loop in _tasks_by_loop or _asyncio_current_task(loop) is not None
             ):
                 self._loop = loop
+                self._trio = None
                 return AsyncioWaiter(payload, loop)
             self._loop = None
             if "trio" in sys.modules:
@@ -332,8 +348,14 @@ class Parking(Generic[P]):
                     waiter.state = PENDING
                     waiter._task = _trio_current_task()
                     waiter.wait = _trio_wait(waiter._abort)
-                    return waiter
-                return TrioWaiter(payload, self)
+                else:
+                    waiter = TrioWaiter(payload, self)
+                # For enqueue's Trio branch: this thread's task dict, checked
+                # against the task just found (another thread's is replaced).
+                tasks = self._trio
+                if tasks is None or tasks.get("task") is not waiter._task:
+                    self._trio = trio_task_dict()
+                return waiter
         return GenericWaiter(payload)
 
     def enqueue(self, payload: P) -> Waiter[P]:
@@ -423,6 +445,7 @@ class WaitQueue(Parking[P]):
         self._dead = 0
         self._loop = None
         self._spare = None
+        self._trio = None
 
     def __len__(self) -> int:
         return len(self.parked) - self._dead
@@ -435,7 +458,13 @@ class WaitQueue(Parking[P]):
         # remembers no event loop.  Parked tasks cannot be copied.
         if self:
             raise TypeError(f"cannot copy a {type(self).__name__} with parked tasks")
-        return None, {"parked": deque(), "_dead": 0, "_loop": None, "_spare": None}
+        return None, {
+            "parked": deque(),
+            "_dead": 0,
+            "_loop": None,
+            "_spare": None,
+            "_trio": None,
+        }
 
     def enqueue(self, payload: P) -> Waiter[P]:
         """A new waiter for the current task, at the tail: ``park``'s first half.
@@ -461,6 +490,24 @@ class WaitQueue(Parking[P]):
             waiter.payload = payload
             waiter.state = PENDING
             waiter.wait = waiter._fut = loop.create_future()
+        elif (tasks := self._trio) is not None and (
+            task := tasks.get("task")
+        ) is not None:
+            # A Trio task runs on the thread the last waiter here was made
+            # on, so it is the caller: skip the dispatch, as above.
+            WAITER_STATS.created += 1
+            waiter = self._spare
+            if waiter is not None and type(waiter) is TrioWaiter:
+                self._spare = None  # a recycled waiter: ``value`` is None
+            else:
+                # TrioWaiter.__init__ written out, without its call.
+                waiter = _new_trio_waiter(TrioWaiter)
+                waiter.owner = self
+                waiter.value = None
+            waiter.payload = payload
+            waiter.state = PENDING
+            waiter._task = task
+            waiter.wait = _trio_wait(waiter._abort)
         else:
             waiter = self._new_waiter(payload)
         self.parked.append(waiter)
@@ -591,6 +638,7 @@ class Slot(Parking[P]):
         self.parked: Waiter[P] | None = None
         self._loop = None
         self._spare = None
+        self._trio = None
 
     def __bool__(self) -> bool:
         waiter = self.parked
@@ -600,7 +648,7 @@ class Slot(Parking[P]):
         # As WaitQueue.__getstate__.
         if self:
             raise TypeError(f"cannot copy a {type(self).__name__} with a parked task")
-        return None, {"parked": None, "_loop": None, "_spare": None}
+        return None, {"parked": None, "_loop": None, "_spare": None, "_trio": None}
 
     def enqueue(self, payload: P) -> Waiter[P]:
         """As :meth:`WaitQueue.enqueue`; the slot must be empty."""
@@ -619,6 +667,21 @@ class Slot(Parking[P]):
             waiter.payload = payload
             waiter.state = PENDING
             waiter.wait = waiter._fut = loop.create_future()
+        elif (tasks := self._trio) is not None and (
+            task := tasks.get("task")
+        ) is not None:
+            WAITER_STATS.created += 1
+            waiter = self._spare
+            if waiter is not None and type(waiter) is TrioWaiter:
+                self._spare = None
+            else:
+                waiter = _new_trio_waiter(TrioWaiter)
+                waiter.owner = self
+                waiter.value = None
+            waiter.payload = payload
+            waiter.state = PENDING
+            waiter._task = task
+            waiter.wait = _trio_wait(waiter._abort)
         else:
             waiter = self._new_waiter(payload)
         self.parked = waiter
