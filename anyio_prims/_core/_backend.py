@@ -254,9 +254,10 @@ def trio_task_dict() -> dict[str, object] | None:
     context = _trio_run_context
     if context is None:
         try:
-            from trio._core._run import GLOBAL_RUN_CONTEXT as context
+            from trio._core import _run
         except ImportError:  # pragma: no cover - another Trio
             return None
+        context = getattr(_run, "GLOBAL_RUN_CONTEXT", None)
     tasks = getattr(context, "__dict__", None)
     if not isinstance(tasks, dict):  # pragma: no cover - another Trio
         return None
