@@ -1,0 +1,175 @@
+"""asyncio's eager tasks (Python 3.12+): a task starts running inside
+``create_task`` and may park there, before the task that made it resumes.
+
+The waiter core recognises the running asyncio task through asyncio's own
+loop -> task map, and ``Lock`` names its owner from it; an eager task is
+entered into that map while it runs its first step, so it must park, be
+granted, be cancelled and own locks as a task started the usual way does.
+These tests start their own loop with ``asyncio.eager_task_factory`` (plain
+asyncio, and uvloop where it accepts that factory), so they are plain
+functions, run once per waiter implementation (the suite runs again with
+``ANYIO_PRIMS_WAITER=generic``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+import pytest
+
+from anyio_prims import Executor, Lock, RWLock, Semaphore, mpmc, mpsc, spmc
+
+pytestmark = pytest.mark.skipif(
+    sys.version_info < (3, 12), reason="eager tasks came with Python 3.12"
+)
+
+
+@pytest.fixture(params=["asyncio", "uvloop"])
+def run_eager(request: pytest.FixtureRequest) -> Callable[..., Any]:
+    """Run a coroutine function on a fresh loop whose tasks start eagerly."""
+    if request.param == "uvloop":
+        uvloop = pytest.importorskip("uvloop")
+        if sys.version_info >= (3, 13):
+            # uvloop's create_task passes eager_start=, which the factory
+            # asyncio ships rejects there (uvloop's incompatibility).
+            pytest.skip("uvloop does not run asyncio's eager task factory on 3.13")
+        new_loop: Callable[[], asyncio.AbstractEventLoop] = uvloop.new_event_loop
+    else:
+        new_loop = asyncio.new_event_loop
+
+    def run(main: Callable[[], Coroutine[Any, Any, Any]]) -> Any:
+        loop = new_loop()
+        loop.set_task_factory(asyncio.eager_task_factory)  # type: ignore[attr-defined]
+        try:
+            return loop.run_until_complete(main())
+        finally:
+            loop.close()
+
+    return run
+
+
+def test_an_eager_task_that_blocks_on_a_lock_parks_and_owns_it_when_granted(
+    run_eager: Callable[..., Any],
+) -> None:
+    async def main() -> None:
+        lock = Lock()
+        order: list[int] = []
+
+        async def worker(i: int) -> None:
+            async with lock:
+                order.append(i)
+                await asyncio.sleep(0)
+
+        await lock.acquire()
+        tasks = [asyncio.create_task(worker(i)) for i in range(3)]
+        # Each ran eagerly until it parked on the held lock.
+        assert not any(task.done() for task in tasks)
+        assert lock.statistics().tasks_waiting == 3
+        lock.release()
+        await asyncio.gather(*tasks)
+        assert order == [0, 1, 2]
+        assert not lock.locked()
+
+    run_eager(main)
+
+
+def test_an_eager_task_that_does_not_own_a_lock_cannot_release_it(
+    run_eager: Callable[..., Any],
+) -> None:
+    async def main() -> None:
+        lock = Lock()
+        await lock.acquire()
+
+        async def release() -> str:
+            try:
+                lock.release()
+            except RuntimeError:
+                return "refused"
+            return "released"
+
+        assert await asyncio.create_task(release()) == "refused"
+        assert lock.locked()
+        lock.release()
+
+        # An eager task that takes the free lock owns it.
+        async def take() -> None:
+            await lock.acquire()
+
+        await asyncio.create_task(take())
+        assert lock.locked()
+        with pytest.raises(RuntimeError):
+            lock.release()
+
+    run_eager(main)
+
+
+def test_an_eager_waiter_cancelled_while_parked_holds_nothing(
+    run_eager: Callable[..., Any],
+) -> None:
+    async def main() -> None:
+        sem = Semaphore(0)
+        task = asyncio.create_task(sem.acquire())
+        assert sem.statistics().tasks_waiting == 1
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        sem.release()
+        assert sem.value == 1
+        assert sem.statistics().tasks_waiting == 0
+
+    run_eager(main)
+
+
+@pytest.mark.parametrize("module", [mpsc, spmc, mpmc], ids=lambda m: m.__name__)
+def test_eager_receivers_get_every_item_once_in_order(
+    run_eager: Callable[..., Any], module: Any
+) -> None:
+    async def main() -> list[int]:
+        tx, rx = module.channel(0)
+        got: list[int] = []
+
+        async def receive() -> None:
+            async with rx:
+                async for item in rx:
+                    got.append(item)
+
+        task = asyncio.create_task(receive())  # parks at once, eagerly
+        async with tx:
+            for i in range(50):
+                await tx.send(i)
+        await task
+        return got
+
+    assert run_eager(main) == list(range(50))
+
+
+def test_eager_readers_queued_behind_a_writer_are_admitted_together(
+    run_eager: Callable[..., Any],
+) -> None:
+    async def main() -> None:
+        rw = RWLock()
+        async with rw.write():
+            readers = [asyncio.create_task(rw.acquire_read()) for _ in range(3)]
+            assert not any(task.done() for task in readers)
+        await asyncio.gather(*readers)
+        assert rw.statistics().readers == 3
+
+    run_eager(main)
+
+
+def test_an_executor_runs_jobs_spawned_from_eager_tasks(
+    run_eager: Callable[..., Any],
+) -> None:
+    async def main() -> list[int]:
+        async def double(x: int) -> int:
+            await asyncio.sleep(0)
+            return 2 * x
+
+        async with Executor(max_workers=3) as executor:
+            handles = [executor.spawn(double, i) for i in range(10)]
+        return [await handle for handle in handles]
+
+    assert run_eager(main) == [2 * i for i in range(10)]
