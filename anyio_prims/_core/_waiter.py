@@ -652,8 +652,9 @@ class Slot(Parking[P]):
 
     def enqueue(self, payload: P) -> Waiter[P]:
         """As :meth:`WaitQueue.enqueue`; the slot must be empty."""
-        # WaitQueue.enqueue's asyncio branch, written out here too: a shared
-        # helper would add a call (about 40 ns) to every wait.
+        # WaitQueue.enqueue's asyncio and Trio branches, written out here
+        # too (keep them in step): a shared helper would add a call (about
+        # 40 ns) to every wait.
         loop = self._loop
         if loop is not None and loop in _tasks_by_loop:
             WAITER_STATS.created += 1
