@@ -832,6 +832,40 @@ def test_a_wait_structure_moved_between_event_loops_parks_on_the_running_one() -
     assert kinds == expected
 
 
+def test_an_asyncio_loop_run_inside_a_trio_task_parks_its_tasks_the_asyncio_way(
+    native_only: None,
+) -> None:
+    # A queue or slot last used by Trio skips the dispatch while a Trio task
+    # runs on its thread; an asyncio loop run synchronously inside that Trio
+    # task has its own tasks, which must still get asyncio waiters.
+    trio = pytest.importorskip("trio")
+    queue: WaitQueue[str] = WaitQueue()
+    slot: Slot[str] = Slot()
+    kinds: list[str] = []
+
+    def check(waiter: Waiter[str]) -> None:
+        kinds.append(type(waiter).__name__)
+
+    async def on_asyncio(structure: WaitQueue[str] | Slot[str]) -> object:
+        def grant() -> None:
+            waiter = structure.pop()
+            assert waiter is not None
+            check(waiter)
+            waiter.grant(2)
+
+        asyncio.get_running_loop().call_soon(grant)  # runs once it has parked
+        return await structure.park("b")
+
+    async def on_trio() -> None:
+        for structure in (queue, slot):
+            await park_one_and_grant(structure, check)
+            assert asyncio.run(on_asyncio(structure)) == 2
+            await park_one_and_grant(structure, check)
+
+    trio.run(on_trio)
+    assert kinds == ["TrioWaiter", "AsyncioWaiter", "TrioWaiter"] * 2
+
+
 async def test_cancelled_waiter_lets_go_of_its_payload_while_still_queued() -> None:
     item = object()
     queue: WaitQueue[object] = WaitQueue()

@@ -32,8 +32,10 @@
 # used elsewhere.  On Trio it remembers, in the same way, the Trio
 # run-context dict of the thread its last waiter was made on (where Trio
 # keeps the running task: ``_backend.trio_task_dict``), and ``enqueue``
-# skips the dispatch while that dict names a running task, which is then
-# the caller; between runs, and between task steps, it names none.
+# skips the dispatch while that dict names a running task and no asyncio
+# task runs (in any thread: the test is one dict's emptiness), so that the
+# Trio task is the caller; between runs, and between task steps, it names
+# none.
 #
 # A wait is ``park(payload, give_back)``, or, on the hottest paths, its two
 # halves written out: ``enqueue(payload)`` (make the waiter for the running
@@ -490,11 +492,15 @@ class WaitQueue(Parking[P]):
             waiter.payload = payload
             waiter.state = PENDING
             waiter.wait = waiter._fut = loop.create_future()
-        elif (tasks := self._trio) is not None and (
-            task := tasks.get("task")
-        ) is not None:
+        elif (
+            (tasks := self._trio) is not None
+            and (task := tasks.get("task")) is not None
+            and not _tasks_by_loop
+        ):
             # A Trio task runs on the thread the last waiter here was made
-            # on, so it is the caller: skip the dispatch, as above.
+            # on, and no asyncio task runs (one would be the caller: an
+            # asyncio loop run inside a Trio task), so the Trio task is the
+            # caller: skip the dispatch, as above.
             WAITER_STATS.created += 1
             waiter = self._spare
             if waiter is not None and type(waiter) is TrioWaiter:
@@ -668,9 +674,11 @@ class Slot(Parking[P]):
             waiter.payload = payload
             waiter.state = PENDING
             waiter.wait = waiter._fut = loop.create_future()
-        elif (tasks := self._trio) is not None and (
-            task := tasks.get("task")
-        ) is not None:
+        elif (
+            (tasks := self._trio) is not None
+            and (task := tasks.get("task")) is not None
+            and not _tasks_by_loop
+        ):
             WAITER_STATS.created += 1
             waiter = self._spare
             if waiter is not None and type(waiter) is TrioWaiter:
