@@ -158,6 +158,11 @@ class SendEndpoint(_Endpoint, ObjectSendStream[T_contra], Generic[T_contra]):
         if waiter.state is FAILED:
             state.send_in_flight = False
             state.sync()
+            if self._closed:
+                # Woken by the last receiver's close, then this endpoint was
+                # closed before the task ran: a call on a closed endpoint
+                # (AnyIO decides when the task runs, too).
+                raise anyio.ClosedResourceError
             raise waiter.value
         # Recycle the waiter (see _core/_waiter.py); its value is None.
         waiter.payload = None  # type: ignore[assignment]  # never read again
@@ -273,6 +278,8 @@ class ReceiveEndpoint(_Endpoint, ObjectReceiveStream[T_co], Generic[T_co]):
             raise
         if waiter.state is FAILED:
             state.sync()
+            if self._closed:  # closed after another close woke it: as in send()
+                raise anyio.ClosedResourceError
             raise waiter.value
         # Granted and resumed: the call leaves in_flight (I3).
         in_flight = state.in_flight

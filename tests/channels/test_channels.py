@@ -359,6 +359,25 @@ async def test_closing_a_receiver_fails_its_blocked_receive_with_closed_error(
     assert isinstance(receiver.error, anyio.ClosedResourceError)
 
 
+@pytest.mark.parametrize("side", ["receive", "send"])
+async def test_a_call_woken_by_the_other_side_closing_then_closed_raises_closed_error(
+    flavour: str, side: str
+) -> None:
+    # Teardown that closes both ends back to back: the other side's close
+    # wakes the blocked call (EndOfStream for a receive, BrokenResourceError
+    # for a send), then its own endpoint closes before it runs.  A call on a
+    # closed endpoint: ClosedResourceError, as AnyIO's memory streams.
+    tx, rx = channel(flavour, 0)
+    async with anyio.create_task_group() as tg:
+        call = Call(rx.receive if side == "receive" else lambda: tx.send("x"))
+        call.start(tg)
+        await settle()
+        for endpoint in (tx, rx) if side == "receive" else (rx, tx):
+            endpoint.close()
+        await settle()
+    assert isinstance(call.error, anyio.ClosedResourceError)
+
+
 async def test_closing_a_sender_clone_leaves_other_clones_blocked_sends(
     flavour: str,
 ) -> None:

@@ -222,6 +222,24 @@ async def cancelled_blocked_calls(create: Any, trace: list[Any]) -> None:
 
 
 @scenario
+async def both_ends_closed_back_to_back_while_a_call_waits(
+    create: Any, trace: list[Any]
+) -> None:
+    # The first close wakes the blocked call (end of stream, or broken); its
+    # own endpoint's close follows before it runs, and decides the error.
+    for side in ("receive", "send"):
+        tx, rx = create(0)
+        async with anyio.create_task_group() as tg:
+            call = Call(rx.receive if side == "receive" else partial(tx.send, 1))
+            call.start(tg)
+            await settle()
+            for endpoint in (tx, rx) if side == "receive" else (rx, tx):
+                endpoint.close()
+            await settle()
+        trace.append((side, type(call.error).__name__))
+
+
+@scenario
 async def every_call_is_a_checkpoint(create: Any, trace: list[Any]) -> None:
     tx, rx = create(5)
     with tx, rx:
