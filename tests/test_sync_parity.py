@@ -258,11 +258,26 @@ async def lock_checkpoints(ns: SimpleNamespace, t: Tracer) -> None:
         t.add("others ran", ran)
 
 
+async def lock_reacquire_in_a_cancelled_scope(ns: SimpleNamespace, t: Tracer) -> None:
+    # The owner asks again where a cancellation is pending: AnyIO's asyncio
+    # Lock raises RuntimeError at once, its Trio Lock (Trio's) checks for the
+    # cancellation first.
+    for fast in (False, True):
+        lock = ns.Lock(fast_acquire=fast)
+        await lock.acquire()
+        with anyio.CancelScope() as scope:
+            scope.cancel()
+            await t.acall("reacquire", lock.acquire)
+        t.add("fast_acquire", fast, scope.cancelled_caught, lock.locked())
+        lock.release()
+
+
 @pytest.mark.parametrize(
     "scenario",
     [
         lock_fifo,
         lock_errors,
+        lock_reacquire_in_a_cancelled_scope,
         lock_cancelled_waiter,
         lock_checkpoints,
     ],
@@ -464,8 +479,34 @@ async def limiter_cancellation(ns: SimpleNamespace, t: Tracer) -> None:
     t.add("timed out", scope.cancelled_caught, t.limiter_stats(limiter.statistics()))
 
 
+async def limiter_double_acquire_in_a_cancelled_scope(
+    ns: SimpleNamespace, t: Tracer
+) -> None:
+    # A borrower that already holds a token asks again where a cancellation
+    # is pending: AnyIO checks for the cancellation first.
+    t.me("main")
+    limiter = ns.CapacityLimiter(2)
+    await limiter.acquire()
+    await limiter.acquire_on_behalf_of("job")
+    for label, again in [
+        ("task", limiter.acquire),
+        ("job", partial(limiter.acquire_on_behalf_of, "job")),
+    ]:
+        with anyio.CancelScope() as scope:
+            scope.cancel()
+            await t.acall(f"{label} again", again)
+        t.add(label, scope.cancelled_caught)
+    t.add(t.limiter_stats(limiter.statistics()))
+
+
 @pytest.mark.parametrize(
-    "scenario", [limiter_borrowers, limiter_total_tokens, limiter_cancellation]
+    "scenario",
+    [
+        limiter_borrowers,
+        limiter_total_tokens,
+        limiter_cancellation,
+        limiter_double_acquire_in_a_cancelled_scope,
+    ],
 )
 async def test_capacity_limiter_matches_anyio(
     scenario: Scenario, anyio_backend_name: str

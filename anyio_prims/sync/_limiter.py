@@ -153,6 +153,9 @@ class CapacityLimiter:
 
     async def _acquire_blocking(self, borrower: object) -> None:
         if borrower in self._borrowers:
+            # AnyIO checks for cancellation before it looks at the borrower:
+            # in a cancelled scope the cancellation is raised instead.
+            await anyio.lowlevel.checkpoint_if_cancelled()
             raise RuntimeError(_ALREADY_HOLDING)
         if len(self._borrowers) < self._total_tokens and not self._waiters:
             self._borrowers.add(borrower)

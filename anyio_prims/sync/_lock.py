@@ -53,6 +53,7 @@ from types import TracebackType
 from typing import NoReturn
 
 import anyio
+import anyio.lowlevel
 
 from .._core import (
     BUDGET,
@@ -119,6 +120,12 @@ class Lock:
                     raise
             return
         if self._owner is task:
+            if on_trio():
+                # Trio's Lock, which AnyIO's wraps there, checks for
+                # cancellation first: in a cancelled scope the re-acquire
+                # raises the cancellation instead (AnyIO's asyncio Lock
+                # raises at once).
+                await anyio.lowlevel.checkpoint_if_cancelled()
             raise RuntimeError("Attempted to acquire an already held Lock")
         # BatchSemaphore.acquire(1)'s wait, inlined (see the module comment);
         # the grant names this task the owner.
