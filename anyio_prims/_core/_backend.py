@@ -318,6 +318,31 @@ def is_cancellation(exc: BaseException) -> bool:
         return False
 
 
+#: How AnyIO's asyncio backend words the cancellations its cancel scopes
+#: deliver: "Cancelled via cancel scope <id>" (AnyIO 4.12 and later),
+#: "Cancelled by cancel scope <id>" (before).  AnyIO recognises its own the
+#: same way.
+_ANYIO_SCOPE_MESSAGES: Final = (
+    "Cancelled via cancel scope ",
+    "Cancelled by cancel scope ",
+)
+
+
+def _is_anyio_scope_cancellation(exc: BaseException) -> bool:
+    """Whether an asyncio ``CancelledError`` came from an AnyIO cancel scope.
+
+    Follows ``__context__`` as AnyIO does, for code that caught one and
+    raised another.
+    """
+    seen: BaseException | None = exc
+    while isinstance(seen, asyncio.CancelledError):
+        message = seen.args[0] if seen.args else None
+        if isinstance(message, str) and message.startswith(_ANYIO_SCOPE_MESSAGES):
+            return True
+        seen = seen.__context__
+    return False
+
+
 def rearm_cancellation(exc: BaseException) -> None:
     """Make a cancellation that was caught take effect at the next checkpoint.
 
@@ -328,6 +353,12 @@ def rearm_cancellation(exc: BaseException) -> None:
     * asyncio: the request is handed back with ``uncancel()`` and made again
       with ``cancel()``, so ``Task.cancelling()`` (what ``asyncio.timeout()``
       and AnyIO's cancel scopes count) is the same as before it was caught.
+      An AnyIO cancel scope's cancellation is left alone: those scopes are
+      level-triggered on asyncio too (the scope cancels the task again at its
+      next wait inside it) and count their own ``cancel()`` calls to undo at
+      exit.  Re-armed, it would outlive the scope on Python 3.10-3.12, where
+      ``uncancel()`` leaves a pending ``cancel()`` pending: a scope that ends
+      right after the send would let it out, at the first await after it.
     * Trio: cancellation is level-triggered; the scope is still cancelled and
       raises again at the next checkpoint, so nothing needs to be done.
     """
@@ -335,6 +366,8 @@ def rearm_cancellation(exc: BaseException) -> None:
         return
     task: Any = _asyncio_current_task()
     if task is None:  # pragma: no cover - not inside a task
+        return
+    if _is_anyio_scope_cancellation(exc):
         return
     message = exc.args[0] if exc.args else None
     uncancel = getattr(task, "uncancel", None)

@@ -445,3 +445,44 @@ async def test_a_rearmed_cancellation_does_not_trip_an_enclosing_asyncio_timeout
     task.cancel()
     await task
     assert outcome == ["sent", "cancelled"]
+
+
+@pytest.mark.parametrize("checkpoint_inside", [True, False])
+async def test_a_send_taken_after_its_scope_was_cancelled_keeps_the_cancellation_inside(
+    flavour: str, checkpoint_inside: bool
+) -> None:
+    # The scope is cancelled first and the item taken next, in one step.  The
+    # native waiters see the cancellation at once, so the send delivers
+    # nothing; the generic waiter sees it only when the task runs, so the
+    # item is taken and the send returns normally.  Either way the
+    # cancellation belongs to the scope: it must not reach the code after
+    # the scope, whether or not the scope checkpoints after the send.
+    tx, rx = channel(flavour, 0)
+    scopes: list[anyio.CancelScope] = []
+    events: list[object] = []
+
+    async def sender() -> None:
+        with anyio.CancelScope() as scope:
+            scopes.append(scope)
+            await tx.send("x")
+            events.append("returned")
+            if checkpoint_inside:
+                await anyio.lowlevel.checkpoint()
+                events.append("not cancelled inside")
+        events.append(("caught", scope.cancelled_caught))
+        await anyio.lowlevel.checkpoint()
+        events.append("ran on after the scope")
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(sender)
+        await settle()
+        scopes[0].cancel()
+        taken = drain(rx)
+        await settle()
+    delivered = taken == ["x"]
+    assert taken in ([], ["x"])
+    assert events == [
+        *(["returned"] if delivered else []),
+        ("caught", checkpoint_inside or not delivered),
+        "ran on after the scope",
+    ]
