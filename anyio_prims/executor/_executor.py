@@ -36,7 +36,12 @@
 #   idle workers are released and the exit waiting in ``__aexit__`` is woken;
 # * after ``_cancelling`` is set (fail_fast, an error or a cancellation of
 #   the block) no job starts: queued jobs are settled as cancelled at once,
-#   and new spawns return handles that are already cancelled;
+#   new spawns return handles that are already cancelled, and a worker
+#   settles the job it holds as cancelled instead of starting it;
+# * ``_queue_dead`` counts the entries of ``_queue`` whose job was cancelled
+#   while queued (``JoinHandle.cancel``), which stay until a worker skips
+#   them: ``len(_queue) - _queue_dead`` jobs are queued, and that is what
+#   ``max_queued`` and the statistics count;
 # * ``_nworkers <= max_workers`` when a bound is set.
 #
 # Errors.  A job's exception is stored on its handle.  Those never retrieved
@@ -59,7 +64,16 @@ import anyio
 import anyio.abc
 
 from .._core import BUDGET, Slot, WaitQueue, budget_checkpoint
-from ._handle import CANCELLED, FAILED, QUEUED, RUNNING, SUCCEEDED, JoinHandle, _ignore
+from ._handle import (
+    CANCELLED,
+    FAILED,
+    HANDED,
+    QUEUED,
+    RUNNING,
+    SUCCEEDED,
+    JoinHandle,
+    _ignore,
+)
 from ._map import MapIterator
 from ._ratelimit import RateLimiter
 
@@ -80,8 +94,7 @@ class ExecutorStatistics:
 
     :ivar workers: worker tasks started and not yet finished
     :ivar idle_workers: workers parked waiting for a job
-    :ivar jobs_queued: entries in the job queue (jobs cancelled while queued
-        may still be counted until a worker skips them)
+    :ivar jobs_queued: jobs waiting in the queue for a worker
     :ivar jobs_pending: jobs spawned and not yet settled (queued or running)
     :ivar max_workers: the bound on workers, or ``None``
     """
@@ -91,6 +104,18 @@ class ExecutorStatistics:
     jobs_queued: int
     jobs_pending: int
     max_workers: int | None
+
+
+def _is_cancellation(exc: BaseException) -> bool:
+    """Whether ``exc`` is the backend's cancellation, or a group of nothing else.
+
+    A job cancelled while it runs a task group or a Trio nursery of its own
+    raises the cancellations of its tasks in a group.
+    """
+    cancelled = anyio.get_cancelled_exc_class()
+    if isinstance(exc, cancelled):
+        return True
+    return isinstance(exc, BaseExceptionGroup) and exc.split(cancelled)[1] is None
 
 
 def _check_positive_int(value: object, name: str) -> int:
@@ -136,6 +161,7 @@ class Executor:
         "_nworkers",
         "_pending",
         "_queue",
+        "_queue_dead",
         "_spare_joins",
         "_starting",
         "_submitters",
@@ -181,6 +207,7 @@ class Executor:
         self._closed = True  # no spawn accepted (until entered)
         self._cancelling = False  # every job is being cancelled
         self._queue: deque[JoinHandle[Any]] = deque()
+        self._queue_dead = 0  # entries of _queue cancelled while queued
         self._idle: WaitQueue[None] = WaitQueue()
         #: The join queue of a settled job, emptied, for the next handle that
         #: is awaited before it settles (see JoinHandle.__await__).
@@ -273,6 +300,7 @@ class Executor:
         # Every job has settled and the body is done: no more spawns.
         self._closed = True
         self._queue.clear()  # only cancelled entries can be left
+        self._queue_dead = 0
         for waiter in self._idle.drain():
             waiter.grant(None)
         for submitter in self._submitters.drain():  # pragma: no cover
@@ -296,10 +324,20 @@ class Executor:
 
     def _cancel_queued(self) -> None:
         queue = self._queue
+        self._queue_dead = 0
         while queue:
             job = queue.popleft()
             if job._state == QUEUED:
                 self._settle(job, CANCELLED, None)
+
+    def _cancel_in_queue(self, job: JoinHandle[Any]) -> None:
+        # JoinHandle.cancel() of a job still in the queue: settle it and
+        # leave the entry for a worker to skip, counted as dead, so that a
+        # submitter waiting for room gets the room it frees.
+        self._settle(job, CANCELLED, None)
+        self._queue_dead += 1
+        if self._submitters.parked:
+            self._admit_submitter()
 
     def _settle(self, job: JoinHandle[Any], state: int, value: object) -> None:
         job._state = state
@@ -358,6 +396,7 @@ class Executor:
             return job
         idle = self._idle
         if idle.parked and idle.grant_head(job) is not None:
+            job._state = HANDED
             return job
         self._queue.append(job)
         if not self._starting and (
@@ -401,6 +440,7 @@ class Executor:
         while i < len(jobs) and idle.parked:
             if idle.grant_head(jobs[i]) is None:
                 break
+            jobs[i]._state = HANDED
             i += 1
         if i < len(jobs):
             self._queue.extend(jobs[i:] if i else jobs)
@@ -433,17 +473,21 @@ class Executor:
             limit is None
             or self._closed
             or self._cancelling
-            or (len(self._queue) < limit and not self._submitters.parked)
+            or (
+                len(self._queue) - self._queue_dead < limit
+                and not self._submitters.parked
+            )
         ):
             return self.spawn(fn, *args)
         handle: JoinHandle[T] = await self._submitters.park((fn, args), None)
         return handle
 
     def _admit_submitter(self) -> None:
-        # Called when a worker took a job off the queue: room for one more.
+        # Called when a worker took a job off the queue, or a queued job was
+        # cancelled: room for one more.
         limit = self._max_queued
         assert limit is not None
-        if len(self._queue) < limit:
+        if len(self._queue) - self._queue_dead < limit:
             waiter = self._submitters.pop()
             if waiter is not None:
                 fn, args = waiter.payload
@@ -506,10 +550,12 @@ class Executor:
                     await budget_checkpoint()
                 if queue:
                     job = queue.popleft()
+                    if job._state != QUEUED:
+                        self._queue_dead -= 1  # cancelled while queued
+                        continue
+                    job._state = HANDED
                     if submitters.parked:
                         self._admit_submitter()
-                    if job._state != QUEUED:
-                        continue
                 elif self._closed:
                     return False
                 else:
@@ -528,17 +574,22 @@ class Executor:
                     idle._spare = waiter
                     if job is None:
                         return False
-                    if job._state != QUEUED:
+                    if job._state != HANDED:
                         continue
                 if limiter is not None:
                     try:
                         await limiter.wait()
                     except BaseException:
-                        if job._state == QUEUED:
+                        if job._state == HANDED:
                             self._settle(job, CANCELLED, None)
                         raise
-                    if job._state != QUEUED:
+                    if job._state != HANDED:
                         continue
+                if self._cancelling:
+                    # fail_fast, or the block's body raised, after this job
+                    # was handed over: it never starts, as a queued one.
+                    self._settle(job, CANCELLED, None)
+                    continue
                 if (
                     queue
                     and not self._starting
@@ -554,7 +605,7 @@ class Executor:
                 except Exception as exc:
                     self._failed_with(job, exc)
                 except BaseException as exc:
-                    if not isinstance(exc, anyio.get_cancelled_exc_class()):
+                    if not _is_cancellation(exc):
                         job._retrieved = True  # the task group raises it
                         self._failed_with(job, exc)
                         raise
@@ -575,8 +626,10 @@ class Executor:
     def _give_back(self, job: JoinHandle[Any] | None) -> None:
         # A worker was granted ``job`` and cancelled before it ran (asyncio,
         # only when the whole executor is being cancelled): requeue it at the
-        # head, where _cancel_queued settles it.
-        if job is not None:
+        # head, where _cancel_queued settles it (unless it was cancelled
+        # through its handle meanwhile: then it is settled already).
+        if job is not None and job._state == HANDED:
+            job._state = QUEUED
             self._queue.appendleft(job)
 
     # -- introspection -----------------------------------------------------
@@ -591,7 +644,7 @@ class Executor:
         return ExecutorStatistics(
             workers=self._nworkers,
             idle_workers=len(self._idle),
-            jobs_queued=len(self._queue),
+            jobs_queued=len(self._queue) - self._queue_dead,
             jobs_pending=self._pending,
             max_workers=self._max_workers,
         )

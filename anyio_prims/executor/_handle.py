@@ -7,10 +7,18 @@
 #
 # States (``_state``), each change made once, in this order:
 #
-#     QUEUED --worker starts it--> RUNNING --returns------> SUCCEEDED
-#        |                            |------raises-------> FAILED
-#        |                            '------cancelled----> CANCELLED
-#        '--cancel() before it ran------------------------> CANCELLED
+#     QUEUED --a worker takes it--> HANDED --worker starts it--> RUNNING
+#        |                             |                           |
+#        '--cancel() before it ran-----+--> CANCELLED              |
+#                                                                  v
+#                          SUCCEEDED (returned), FAILED (raised), CANCELLED
+#
+# QUEUED means "in the executor's queue", HANDED "out of it, with a worker
+# that has not started it yet" (granted to an idle worker, or taken off the
+# queue by one): a QUEUED job cancelled is a dead entry the queue still
+# holds, which the executor counts so that ``max_queued`` counts live jobs
+# only.  The one step back: a worker granted a job and cancelled before it
+# ran requeues it (HANDED -> QUEUED, ``Executor._give_back``).
 #
 # Invariants:
 # * ``_state >= SUCCEEDED`` ("settled") implies ``_fn is None`` and
@@ -38,12 +46,21 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 QUEUED: Final = 0
-RUNNING: Final = 1
-SUCCEEDED: Final = 2
-FAILED: Final = 3
-CANCELLED: Final = 4
+HANDED: Final = 1
+RUNNING: Final = 2
+SUCCEEDED: Final = 3
+FAILED: Final = 4
+CANCELLED: Final = 5
 
-_STATE_NAMES: Final = ("queued", "running", "succeeded", "failed", "cancelled")
+#: For ``repr``: a HANDED job has not started either.
+_STATE_NAMES: Final = (
+    "queued",
+    "queued",
+    "running",
+    "succeeded",
+    "failed",
+    "cancelled",
+)
 
 
 class JobCancelled(Exception):
@@ -168,7 +185,10 @@ class JoinHandle(Generic[T]):
         """
         state = self._state
         if state == QUEUED:
-            self._executor._settle(self, CANCELLED, None)
+            self._executor._cancel_in_queue(self)
+            return True
+        if state == HANDED:
+            self._executor._settle(self, CANCELLED, None)  # its worker skips it
             return True
         if state == RUNNING:
             if not self._cancel_requested:

@@ -14,7 +14,10 @@ from anyio_prims._core import BUDGET_SIZE, WAITER_STATS
 from anyio_prims.executor import Executor, JobCancelled, JoinHandle
 
 if sys.version_info < (3, 11):  # pragma: no cover
-    from exceptiongroup import ExceptionGroup  # type: ignore[import-not-found,unused-ignore]
+    from exceptiongroup import (  # type: ignore[import-not-found,unused-ignore]
+        BaseExceptionGroup,
+        ExceptionGroup,
+    )
 
 pytestmark = pytest.mark.anyio
 
@@ -509,6 +512,97 @@ async def test_fail_fast_cancels_queued_jobs() -> None:
     assert queued.cancelled()
 
 
+async def test_a_job_handed_to_an_idle_worker_never_starts_after_fail_fast_fails() -> (
+    None
+):
+    # Two idle workers.  A job hands another to the second worker and then
+    # fails, in one step: the failure cancels every other job, and one a
+    # worker holds but has not started is no exception: it never runs (as a
+    # queued one would not).
+    ran: list[str] = []
+    handed: list[JoinHandle[str]] = []
+
+    async def quick() -> str:
+        ran.append("quick")
+        return "result"
+
+    with pytest.raises(ExceptionGroup):  # noqa: PT012 (the block under test)
+        async with Executor(fail_fast=True) as ex:
+
+            async def hand_over_then_fail() -> None:
+                handed.append(ex.spawn(quick))
+                raise ValueError("first")
+
+            ex.spawn_many(anyio.lowlevel.checkpoint, [(), ()])
+            await anyio.wait_all_tasks_blocked()
+            assert ex.statistics().idle_workers == 2
+            ex.spawn(hand_over_then_fail)
+            await anyio.sleep(math.inf)
+    assert ran == []
+    assert handed[0].cancelled()
+
+
+async def test_a_job_handed_to_an_idle_worker_never_starts_when_the_body_raises() -> (
+    None
+):
+    ran: list[str] = []
+
+    async def job() -> None:
+        ran.append("job")
+
+    with pytest.RaisesGroup(pytest.RaisesExc(KeyError)):
+        async with Executor() as ex:
+            await ex.spawn(double, 1)
+            await anyio.wait_all_tasks_blocked()  # the worker is idle now
+            handed = ex.spawn(job)
+            raise KeyError("the body fails")
+    assert ran == []
+    assert handed.cancelled()
+
+
+async def _cancelled_in_a_group() -> None:
+    # A job whose cancellation leaves it inside an exception group, as one
+    # running a task group or a Trio nursery of its own may raise it.
+    try:
+        await sleep_forever()
+    except anyio.get_cancelled_exc_class() as exc:
+        raise BaseExceptionGroup("the job's own tasks", [exc]) from None
+
+
+@pytest.mark.parametrize("fail_fast", [False, True])
+async def test_a_job_cancelled_in_an_exception_group_settles_as_cancelled(
+    fail_fast: bool,
+) -> None:
+    async with Executor(fail_fast=fail_fast) as ex:
+        handle = ex.spawn(_cancelled_in_a_group)
+        other = ex.spawn(double, 4)
+        await anyio.wait_all_tasks_blocked()
+        assert handle.cancel()
+        with pytest.raises(JobCancelled):
+            await handle
+    assert handle.cancelled()
+    assert other.result() == 8  # not a failure: fail_fast did not fire
+
+
+async def test_a_job_running_a_trio_nursery_is_cancelled_not_failed(
+    anyio_backend_name: str,
+) -> None:
+    if anyio_backend_name != "trio":
+        pytest.skip("a Trio nursery")
+    import trio
+
+    async def job() -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(sleep_forever)
+            await sleep_forever()
+
+    async with Executor(fail_fast=True) as ex:
+        handle = ex.spawn(job)
+        await anyio.wait_all_tasks_blocked()
+        handle.cancel()
+    assert handle.cancelled()
+
+
 async def test_spawn_while_cancelling_returns_cancelled_handle() -> None:
     with pytest.raises(ExceptionGroup):  # noqa: PT012 (the block under test)
         async with Executor(fail_fast=True) as ex:
@@ -646,6 +740,56 @@ async def test_cancelled_submit_spawns_nothing() -> None:
         assert scope.cancelled_caught
         assert ex.statistics().jobs_pending == 2
         release.set()
+
+
+async def test_a_job_cancelled_while_queued_frees_its_room_for_submit() -> None:
+    # The only worker runs a job that waits for a submit; a queued job is
+    # cancelled through its handle.  The queue holds no live job, so the
+    # submit must go through at once (it used to count the dead entry and
+    # wait for ever).
+    submitted = anyio.Event()
+    async with Executor(1, max_queued=1) as ex:
+
+        async def waits_for_the_submit() -> None:
+            await submitted.wait()
+
+        ex.spawn(waits_for_the_submit)
+        queued = ex.spawn(double, 1)
+        await anyio.wait_all_tasks_blocked()
+        assert queued.cancel()
+        assert ex.statistics().jobs_queued == 0
+        with anyio.fail_after(5):
+            handle = await ex.submit(double, 2)
+        submitted.set()
+        assert await handle == 4
+    assert queued.cancelled()
+
+
+async def test_cancelling_a_queued_job_admits_a_waiting_submitter() -> None:
+    release = anyio.Event()
+    admitted: list[int] = []
+
+    async def job() -> None:
+        await release.wait()
+
+    async with Executor(1, max_queued=1) as ex:
+        ex.spawn(job)  # runs
+        queued = ex.spawn(job)
+        await anyio.wait_all_tasks_blocked()
+
+        async def submitter() -> None:
+            await ex.submit(double, 3)
+            admitted.append(3)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(submitter)
+            await anyio.wait_all_tasks_blocked()
+            assert admitted == []
+            queued.cancel()
+            await anyio.wait_all_tasks_blocked()
+            assert admitted == [3]
+            assert ex.statistics().jobs_queued == 1
+            release.set()
 
 
 # -- arguments ------------------------------------------------------------------
