@@ -45,8 +45,12 @@ class MapIterator(Generic[T]):
     ``__anext__`` when its turn comes; iteration may go on after it.
 
     ``__anext__`` blocks while no result is ready and is then a cancellation
-    point; cancelling it loses nothing (the job stays in flight and its
-    result is delivered by the next call).
+    point; cancelling it while it waits for a job loses nothing (the job
+    stays in flight and its result is delivered by the next call).  While
+    it reads an async input, the cancellation goes into the input: an async
+    generator ends there (Python closes it), and with it the input.  One
+    task iterates at a time: another calling ``__anext__`` meanwhile gets
+    ``anyio.BusyResourceError``.
 
     Closing it (``aclose()``, ``contextlib.aclosing``, or leaving its
     ``async with`` block) cancels the jobs still in flight and stops reading
@@ -56,6 +60,7 @@ class MapIterator(Generic[T]):
 
     __slots__ = (
         "_aiter",
+        "_busy",
         "_closed",
         "_done",
         "_executor",
@@ -94,6 +99,7 @@ class MapIterator(Generic[T]):
         self._window = window
         self._exhausted = False
         self._closed = False
+        self._busy = False  # a task is in __anext__
         self._inflight: deque[JoinHandle[T]] = deque()  # ordered only
         self._running: set[JoinHandle[T]] = set()  # unordered only
         self._done: deque[JoinHandle[T]] = deque()  # unordered only
@@ -103,29 +109,39 @@ class MapIterator(Generic[T]):
         return self
 
     async def __anext__(self) -> T:
-        while True:
-            if self._closed:
-                raise StopAsyncIteration
-            ready = self._take_ready()
-            if ready is not None:
-                return await ready
-            if not self._exhausted and self._in_flight() < self._window:
-                await self._read_one()
-                continue
-            if self._in_flight() == 0:
-                raise StopAsyncIteration
-            if self._ordered:
-                head = self._inflight[0]
-                try:
-                    value = await head
-                except Exception:
+        if self._busy:
+            # Two consumers would both take the ordered head (each result
+            # twice) and read the input at once.
+            raise anyio.BusyResourceError("iterating over the map's results")
+        self._busy = True
+        try:
+            while True:
+                if self._closed:
+                    raise StopAsyncIteration
+                ready = self._take_ready()
+                if ready is not None:
+                    return await ready
+                if not self._exhausted and self._in_flight() < self._window:
+                    await self._read_one()
+                    continue
+                if self._in_flight() == 0:
+                    raise StopAsyncIteration
+                if self._ordered:
+                    head = self._inflight[0]
+                    try:
+                        value = await head
+                    except Exception:
+                        self._pop_head(head)
+                        if self._closed:  # closed by another task meanwhile
+                            raise StopAsyncIteration from None
+                        raise
                     self._pop_head(head)
-                    raise
-                self._pop_head(head)
-                return value
-            if self._wakeup:
-                raise anyio.BusyResourceError("iterating over the map's results")
-            await self._wakeup.park(None, _ignore)
+                    if self._closed:
+                        raise StopAsyncIteration
+                    return value
+                await self._wakeup.park(None, _ignore)
+        finally:
+            self._busy = False
 
     def _in_flight(self) -> int:
         if self._ordered:

@@ -195,3 +195,54 @@ async def test_map_rejects_non_iterable() -> None:
             ex.map(double, 5)  # type: ignore[arg-type]
         with pytest.raises(ValueError, match="window"):
             ex.map(double, [], window=0)
+
+
+async def _blocked_until(release: anyio.Event, x: int) -> int:
+    await release.wait()
+    return x
+
+
+@pytest.mark.parametrize("ordered", [True, False])
+async def test_a_second_task_iterating_the_same_map_raises_busy(ordered: bool) -> None:
+    # Two consumers of an ordered map would both take its head (each result
+    # twice): the second one is refused while the first waits.
+    release = anyio.Event()
+    got: list[int] = []
+    async with Executor(2) as ex:
+        results = ex.map(
+            lambda x: _blocked_until(release, x), range(4), ordered=ordered
+        )
+
+        async def consume() -> None:
+            got.extend([r async for r in results])
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(consume)
+            await anyio.wait_all_tasks_blocked()
+            with pytest.raises(anyio.BusyResourceError):
+                await results.__anext__()
+            release.set()
+    assert sorted(got) == [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize("ordered", [True, False])
+async def test_a_map_closed_by_another_task_ends_its_consumer_s_iteration(
+    ordered: bool,
+) -> None:
+    async def job(x: int) -> int:
+        await anyio.sleep(math.inf)
+        return x
+
+    outcome: list[object] = []
+    async with Executor(2) as ex:
+        results = ex.map(job, range(4), ordered=ordered)
+
+        async def consume() -> None:
+            outcome.extend([r async for r in results])
+            outcome.append("ended")
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(consume)
+            await anyio.wait_all_tasks_blocked()
+            await results.aclose()
+    assert outcome == ["ended"]
