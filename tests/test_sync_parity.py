@@ -818,7 +818,11 @@ async def test_an_idle_primitive_copies_and_pickles_like_anyio_s(used: bool) -> 
     for prim in _idle_primitives():
         if used:
             await _use(prim)
-        for copied in (copy.deepcopy(prim), pickle.loads(pickle.dumps(prim))):
+        for copied in (
+            copy.copy(prim),
+            copy.deepcopy(prim),
+            pickle.loads(pickle.dumps(prim)),
+        ):
             assert type(copied) is type(prim)
             before = repr(prim)
             assert repr(copied) == before
@@ -826,12 +830,33 @@ async def test_an_idle_primitive_copies_and_pickles_like_anyio_s(used: bool) -> 
             assert repr(prim) == before
 
 
+async def test_a_shallow_copy_shares_no_wait_queue_with_the_original() -> None:
+    # A task parked on the copy is not woken by a release of the original.
+    sem = BatchSemaphore(0)
+    dup = copy.copy(sem)
+    woken: list[str] = []
+
+    async def wait_on_copy() -> None:
+        await dup.acquire()
+        woken.append("copy")
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(wait_on_copy)
+        await settle()
+        sem.release()
+        await settle()
+        assert woken == []
+        assert sem.available_permits == 1
+        dup.release()
+    assert woken == ["copy"]
+
+
 async def test_a_primitive_with_parked_tasks_is_not_copied() -> None:
     sem = Semaphore(0)
     async with anyio.create_task_group() as tg:
         tg.start_soon(sem.acquire)
         await settle()
-        for attempt in (copy.deepcopy, pickle.dumps):
+        for attempt in (copy.copy, copy.deepcopy, pickle.dumps):
             with pytest.raises(TypeError, match="parked"):
                 attempt(sem)
         sem.release()  # the parked task takes it and ends

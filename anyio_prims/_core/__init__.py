@@ -18,6 +18,7 @@ from ._backend import (
     task_info,
 )
 from ._budget import BUDGET, BUDGET_SIZE
+from ._copying import CopiedWhole, NotCopied
 from ._mode import budget_checkpoint, check_strict
 from ._waiter import (
     FAILED,
@@ -39,6 +40,8 @@ __all__ = [
     "NO_TASKS",
     "PENDING",
     "WAITER_STATS",
+    "CopiedWhole",
+    "NotCopied",
     "Slot",
     "TaskMap",
     "Unopened",

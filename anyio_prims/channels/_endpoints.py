@@ -32,7 +32,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 import anyio
 from anyio.abc import ObjectReceiveStream, ObjectSendStream
 
-from .._core import BUDGET, FAILED, NOT_OPENED, budget_checkpoint
+from .._core import BUDGET, FAILED, NOT_OPENED, NotCopied, budget_checkpoint
 from ._state import (
     INF,
     NO_IN_FLIGHT,
@@ -50,7 +50,7 @@ S = TypeVar("S", bound="SendEndpoint[Any]")
 R = TypeVar("R", bound="ReceiveEndpoint[Any]")
 
 
-class _Endpoint:
+class _Endpoint(NotCopied):
     """What both halves of a channel share: closing, ``with``, ``repr``."""
 
     __slots__ = ()

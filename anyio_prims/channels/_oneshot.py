@@ -25,7 +25,7 @@ from typing import Any, Final, Generic, TypeVar
 import anyio
 from anyio.abc import ObjectReceiveStream
 
-from .._core import BUDGET, NOT_OPENED, Slot, Unopened, budget_checkpoint
+from .._core import BUDGET, NOT_OPENED, NotCopied, Slot, Unopened, budget_checkpoint
 from ._state import NOTHING, _Nothing
 
 T = TypeVar("T")
@@ -61,7 +61,7 @@ class OneshotState(Generic[T]):
             self.item = item
 
 
-class Sender(Generic[T_contra]):
+class Sender(NotCopied, Generic[T_contra]):
     """The sending side of a oneshot channel: :meth:`send` once, or close.
 
     Closing it (or dropping it) without sending makes the receiver raise
@@ -150,7 +150,7 @@ class Sender(Generic[T_contra]):
         return f"<{type(self).__module__}.{type(self).__qualname__} {status}>"
 
 
-class Receiver(ObjectReceiveStream[T_co], Generic[T_co]):
+class Receiver(NotCopied, ObjectReceiveStream[T_co], Generic[T_co]):
     """The receiving side of a oneshot channel.
 
     ``await receiver``, ``await receiver.receive()`` or

@@ -33,6 +33,7 @@ from .._core import (
     BUDGET,
     FAILED,
     PENDING,
+    CopiedWhole,
     Waiter,
     WaitQueue,
     budget_checkpoint,
@@ -67,7 +68,7 @@ def check_count(value: object, name: str) -> int:
     return value
 
 
-class BatchSemaphore:
+class BatchSemaphore(CopiedWhole):
     """A semaphore whose tasks acquire and release several permits at once.
 
     :param permits: the permits available at the start (an ``int >= 0``)

@@ -33,7 +33,13 @@ from typing import Any, TypeVar
 
 import anyio
 
-from .._core import WaitQueue, checkpoint, checkpoint_if_cancelled, current_task
+from .._core import (
+    CopiedWhole,
+    WaitQueue,
+    checkpoint,
+    checkpoint_if_cancelled,
+    current_task,
+)
 from ._lock import Lock
 
 T = TypeVar("T")
@@ -43,7 +49,7 @@ def _nothing_to_give_back(value: object) -> None:
     """``give_back`` of a wait that consumed nothing: let the cancellation through."""
 
 
-class Event:
+class Event(CopiedWhole):
     """A one-shot flag tasks can wait for: a drop-in for :class:`anyio.Event`.
 
     Can be created outside a running event loop.
@@ -118,7 +124,7 @@ class _AnyioLock:
         return None
 
 
-class Condition:
+class Condition(CopiedWhole):
     """A condition variable: a drop-in for :class:`anyio.Condition`.
 
     :param lock: the lock to use: an anyio_prims :class:`Lock`, or an

@@ -35,7 +35,7 @@ from types import TracebackType
 
 import anyio
 
-from .._core import WaitQueue, checkpoint, current_task
+from .._core import CopiedWhole, WaitQueue, checkpoint, current_task
 
 _ALREADY_HOLDING = (
     "this borrower is already holding one of this CapacityLimiter's tokens"
@@ -43,7 +43,7 @@ _ALREADY_HOLDING = (
 _NOT_HOLDING = "this borrower isn't holding any of this CapacityLimiter's tokens"
 
 
-class CapacityLimiter:
+class CapacityLimiter(CopiedWhole):
     """A pool of tokens, at most one per borrower: a drop-in for
     :class:`anyio.CapacityLimiter`.
 

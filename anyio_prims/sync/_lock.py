@@ -58,6 +58,7 @@ import anyio.lowlevel
 from .._core import (
     BUDGET,
     NO_TASKS,
+    CopiedWhole,
     TaskMap,
     Waiter,
     budget_checkpoint,
@@ -68,7 +69,7 @@ from .._core import (
 from ._batch_semaphore import BatchSemaphore
 
 
-class Lock:
+class Lock(CopiedWhole):
     """A mutual exclusion lock owned by the task that acquires it.
 
     A drop-in replacement for :class:`anyio.Lock`; ``async with lock:``
@@ -246,7 +247,7 @@ class Lock:
         return f"<{type(self).__name__} {state} waiting={len(self._sem._waiters)}>"
 
 
-class Semaphore:
+class Semaphore(CopiedWhole):
     """A counting semaphore: a drop-in replacement for :class:`anyio.Semaphore`.
 
     :param initial_value: the starting value (an ``int >= 0``)

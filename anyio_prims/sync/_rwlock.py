@@ -61,6 +61,7 @@ import anyio
 from .._core import (
     BUDGET,
     NO_TASKS,
+    CopiedWhole,
     TaskMap,
     WaitQueue,
     budget_checkpoint,
@@ -89,7 +90,7 @@ class RWLockStatistics:
     tasks_waiting_write: int
 
 
-class RWLock:
+class RWLock(CopiedWhole):
     """A task-fair readers-writer lock: many readers or one writer.
 
     :param strict: make every acquire a checkpoint, as AnyIO does; by

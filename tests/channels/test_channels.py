@@ -9,10 +9,13 @@ the model test in test_model.py.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import gc
 import math
+import pickle
 import weakref
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -418,6 +421,19 @@ async def test_closing_a_receiver_clone_leaves_other_clones_blocked_receives(
         tx.send_nowait("x")
         await settle()
     assert theirs.result == "x"
+
+
+@pytest.mark.parametrize("attempt", [copy.copy, copy.deepcopy, pickle.dumps])
+def test_an_endpoint_cannot_be_copied_or_pickled(
+    flavour: str, attempt: Callable[[Any], object]
+) -> None:
+    # A copy would be a handle the channel does not count (closing it and
+    # the original would count one sender too many out).
+    tx, rx = channel(flavour, 1)
+    for endpoint in (tx, rx):
+        with pytest.raises(TypeError, match="clone"):
+            attempt(endpoint)
+    assert tx.statistics().open_senders == 1
 
 
 async def test_close_is_idempotent(flavour: str) -> None:

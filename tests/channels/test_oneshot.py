@@ -3,8 +3,11 @@ the sender is closed or dropped without sending, cancellation."""
 
 from __future__ import annotations
 
+import copy
 import gc
+import pickle
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 import anyio
@@ -290,3 +293,13 @@ def test_repr_shows_the_state() -> None:
     tx.send(None)
     assert "ready" in repr(rx)
     assert "sent" in repr(tx)
+
+
+@pytest.mark.parametrize("attempt", [copy.copy, copy.deepcopy, pickle.dumps])
+def test_a_oneshot_endpoint_cannot_be_copied_or_pickled(
+    attempt: Callable[[Any], object],
+) -> None:
+    tx, rx = oneshot.channel[int]()
+    for endpoint in (tx, rx):
+        with pytest.raises(TypeError, match="cannot be copied"):
+            attempt(endpoint)
