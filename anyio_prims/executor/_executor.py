@@ -334,8 +334,8 @@ class Executor:
         # JoinHandle.cancel() of a job still in the queue: settle it and
         # leave the entry for a worker to skip, counted as dead, so that a
         # submitter waiting for room gets the room it frees.
-        self._settle(job, CANCELLED, None)
-        self._queue_dead += 1
+        self._queue_dead += 1  # first: settling the last job may close
+        self._settle(job, CANCELLED, None)  # the executor, which resets it
         if self._submitters.parked:
             self._admit_submitter()
 
