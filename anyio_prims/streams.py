@@ -4,7 +4,8 @@
 """A drop-in for ``anyio.create_memory_object_stream`` and its endpoints.
 
 Same call forms, API, exceptions and checkpoints as anyio's, on the waiter
-core.  See ``docs/channels.md`` for the two places it deliberately differs.
+core.  See ``docs/channels.md`` for the four places it deliberately differs,
+all of them fixes, and for copying (an endpoint cannot be copied).
 """
 
 from __future__ import annotations

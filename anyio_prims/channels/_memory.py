@@ -10,9 +10,15 @@
 # * a send whose item a receiver took before the send's cancellation arrived
 #   returns normally (anyio raises the cancellation although the item was
 #   delivered); the cancellation takes effect at the next checkpoint;
+# * a parked send whose cancellation has arrived delivers nothing, even to
+#   a receive_nowait() before it resumes (anyio delivers it and raises);
+# * a receive granted an item and cancelled before it ran passes the item
+#   on (anyio loses it);
 # * when the last receiver closes, buffered items are released at once
 #   (anyio keeps them until the streams are collected), so
 #   ``current_buffer_used`` is 0 from then on.
+# Endpoints cannot be copied or pickled (_core.NotCopied): anyio's copy is
+# an endpoint its stream does not count.
 #
 # The endpoint classes are registered as virtual subclasses of anyio's (its
 # classes are ABCs), so isinstance() and functools.singledispatch on

@@ -112,7 +112,7 @@ class MapIterator(Generic[T]):
         if self._busy:
             # Two consumers would both take the ordered head (each result
             # twice) and read the input at once.
-            raise anyio.BusyResourceError("iterating over the map's results")
+            raise anyio.BusyResourceError("iterating over")
         self._busy = True
         try:
             while True:

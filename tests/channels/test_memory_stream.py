@@ -3,9 +3,11 @@ anyio's and on ours must leave the same trace (results, exceptions,
 statistics), plus what anyio's own API promises: call forms, checkpoints on
 every call, ResourceWarning when an endpoint is collected unclosed.
 
-Where ours deliberately differs (a send whose item was taken returns
-normally when cancelled; the last receiver's close releases the buffer),
-the test says so.
+Where ours deliberately differs (the four fixes listed in
+docs/channels.md: a send whose item was taken returns normally when
+cancelled, a cancelled parked send delivers nothing, a receive cancelled
+after its grant passes the item on, the last receiver's close releases
+the buffer), the test says so.
 """
 
 from __future__ import annotations
