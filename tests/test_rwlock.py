@@ -816,6 +816,60 @@ async def test_strict_uncontended_acquire_is_a_checkpoint(how: str) -> None:
 
 
 @pytest.mark.parametrize("how", list(ACQUIRES))
+async def test_a_strict_acquire_that_must_wait_parks_without_yielding_first(
+    how: str,
+) -> None:
+    # Parking is the checkpoint: a call that must wait queues at once, so
+    # arrival order is call order (a yield first would let others queue in
+    # between, and Trio resumes a batch in any order).  A holder told when
+    # each call starts hands the lock over as soon as it sees the caller
+    # parked, and counts the times it looked too early.
+    lock = RWLock(strict=True)
+    rounds = 10
+    started = -1
+    misses = 0
+    clean_ups: list[Any] = []
+    held = anyio.Event()
+
+    async def holder() -> None:
+        nonlocal misses
+        await lock.acquire_write()
+        held.set()
+        for i in range(rounds):
+            while started != i:
+                await anyio.lowlevel.checkpoint()
+            while not (
+                lock.statistics().tasks_waiting_read
+                or lock.statistics().tasks_waiting_write
+            ):
+                misses += 1
+                await anyio.lowlevel.checkpoint()
+            lock.release_write()
+            await lock.acquire_write()
+        lock.release_write()
+
+    async def caller() -> None:
+        nonlocal started
+        await held.wait()
+        for i in range(rounds):
+            started = i
+            await ACQUIRES[how](lock)
+            if "read" in how:
+                lock.release_read()
+            else:
+                lock.release_write()
+        clean_ups.append(None)
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(holder)
+            tg.start_soon(caller)
+    assert clean_ups == [None]
+    assert misses == 0
+    assert lock.statistics() == FREE
+
+
+@pytest.mark.parametrize("how", list(ACQUIRES))
 async def test_budgeted_uncontended_acquire_is_not_always_a_checkpoint(
     how: str,
 ) -> None:

@@ -180,7 +180,9 @@ class Receiver(NotCopied, ObjectReceiveStream[T_co], Generic[T_co]):
         """
         budget = BUDGET
         budget.left -= 1
-        if budget.left <= 0 or self._strict:
+        if (budget.left <= 0 or self._strict) and not self._would_park():
+            # One that must wait parks below instead: parking is the
+            # checkpoint.
             await budget_checkpoint()
         state = self._state
         item = state.item
@@ -212,6 +214,17 @@ class Receiver(NotCopied, ObjectReceiveStream[T_co], Generic[T_co]):
             return item  # type: ignore[return-value]  # (no cast(): a call)
         self._check_can_wait()
         raise anyio.WouldBlock
+
+    def _would_park(self) -> bool:
+        # Whether receive() is about to wait: no item, and none of the
+        # errors of _check_can_wait().
+        state = self._state
+        return (
+            state.item is NOTHING
+            and not self._closed
+            and not (state.slot or state.granted)
+            and not state.sender_done
+        )
 
     def _check_can_wait(self) -> None:
         state = self._state

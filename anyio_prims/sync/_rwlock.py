@@ -160,7 +160,9 @@ class RWLock(CopiedWhole):
         """
         budget = BUDGET
         budget.left -= 1
-        if budget.left <= 0 or self._strict:
+        if (budget.left <= 0 or self._strict) and self._can_read():
+            # One that must wait parks below instead: parking is the
+            # checkpoint, and it keeps the order of arrival.
             await budget_checkpoint()
         task = self._tasks.get(self._task_key)
         if task is None:
@@ -170,6 +172,21 @@ class RWLock(CopiedWhole):
             readers.add(task)
             return
         await self._acquire_read_blocking(task)
+
+    def _can_read(self) -> bool:
+        # Whether a read acquire can proceed now (exactly: a queue holding
+        # only cancelled waiters lets it in), short of the reentrancy check.
+        waiters = self._waiters
+        return self._writer is None and not (waiters.parked and waiters)
+
+    def _can_write(self) -> bool:
+        # The same for a write acquire.
+        waiters = self._waiters
+        return (
+            self._writer is None
+            and not self._readers
+            and not (waiters.parked and waiters)
+        )
 
     async def _acquire_read_blocking(self, task: object) -> None:
         self._check_not_holding(task)
@@ -234,8 +251,8 @@ class RWLock(CopiedWhole):
         """
         budget = BUDGET
         budget.left -= 1
-        if budget.left <= 0 or self._strict:
-            await budget_checkpoint()
+        if (budget.left <= 0 or self._strict) and self._can_write():
+            await budget_checkpoint()  # as in acquire_read()
         task = self._tasks.get(self._task_key)
         if task is None:
             task, self._tasks, self._task_key = task_finder()
@@ -383,7 +400,7 @@ class Reading:
         lock = self._lock
         budget = BUDGET
         budget.left -= 1
-        if budget.left <= 0 or lock._strict:
+        if (budget.left <= 0 or lock._strict) and lock._can_read():
             await budget_checkpoint()
         task = lock._tasks.get(lock._task_key)
         if task is None:
@@ -429,7 +446,7 @@ class Writing:
         lock = self._lock
         budget = BUDGET
         budget.left -= 1
-        if budget.left <= 0 or lock._strict:
+        if (budget.left <= 0 or lock._strict) and lock._can_write():
             await budget_checkpoint()
         task = lock._tasks.get(lock._task_key)
         if task is None:

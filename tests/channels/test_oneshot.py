@@ -303,3 +303,33 @@ def test_a_oneshot_endpoint_cannot_be_copied_or_pickled(
     for endpoint in (tx, rx):
         with pytest.raises(TypeError, match="cannot be copied"):
             attempt(endpoint)
+
+
+async def test_a_strict_receive_that_must_wait_parks_without_yielding_first() -> None:
+    # Parking is the checkpoint: the sender, told when the receive starts,
+    # finds it parked at its first look.
+    tx, rx = oneshot.channel[int](strict=True)
+    started = False
+    early_looks = 0
+    got: list[int] = []
+
+    async def sender() -> None:
+        nonlocal early_looks
+        while not started:
+            await anyio.lowlevel.checkpoint()
+        while not rx._state.slot:  # the receive parks in the channel's slot
+            early_looks += 1
+            await anyio.lowlevel.checkpoint()
+        tx.send(7)
+
+    async def receiver() -> None:
+        nonlocal started
+        started = True
+        got.append(await rx.receive())
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(sender)
+            tg.start_soon(receiver)
+    assert got == [7]
+    assert early_looks == 0
