@@ -1140,3 +1140,46 @@ async def test_model(steps: list[tuple[int, int, int]]) -> None:
                 w.send.close()
             if any(w.state != IDLE for w in workers):
                 tg.cancel_scope.cancel()
+
+
+REACQUIRES: dict[str, tuple[str, Callable[[RWLock], Awaitable[None]]]] = {
+    # (what the task holds, the acquire that must raise RuntimeError)
+    "read, then acquire_write": (READ, lambda lock: lock.acquire_write()),
+    "read, then write()": (READ, lambda lock: lock.write().__aenter__()),
+    "write, then acquire_read": (WRITE, lambda lock: lock.acquire_read()),
+    "write, then read()": (WRITE, lambda lock: lock.read().__aenter__()),
+}
+
+
+@pytest.mark.parametrize("case", list(REACQUIRES))
+async def test_a_strict_reacquire_in_a_cancelled_scope_raises_the_cancellation(
+    case: str,
+) -> None:
+    # The call does not park (it raises), so it takes its checkpoint first.
+    held, again = REACQUIRES[case]
+    lock = RWLock(strict=True)
+    await acquire(lock, held)
+    with anyio.CancelScope() as scope:
+        scope.cancel()
+        await again(lock)
+    assert scope.cancelled_caught
+    release(lock, held)
+
+
+@pytest.mark.parametrize("case", list(REACQUIRES))
+async def test_failing_reacquires_reach_a_checkpoint_within_the_budget(
+    case: str,
+) -> None:
+    held, again = REACQUIRES[case]
+    lock = RWLock()
+    await acquire(lock, held)
+    calls = 0
+    with anyio.CancelScope() as scope:
+        scope.cancel()
+        for _ in range(BUDGET_SIZE + 1):
+            calls += 1
+            with pytest.raises(RuntimeError, match="not reentrant"):
+                await again(lock)
+    assert scope.cancelled_caught
+    assert calls <= BUDGET_SIZE
+    release(lock, held)

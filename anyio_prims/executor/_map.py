@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 import anyio
 
 from .._core import Slot
-from ._handle import JoinHandle, _ignore
+from ._handle import JobCancelled, JoinHandle, _ignore
 
 if TYPE_CHECKING:
     from ._executor import Executor
@@ -130,10 +130,15 @@ class MapIterator(Generic[T]):
                     head = self._inflight[0]
                     try:
                         value = await head
-                    except Exception:
+                    except JobCancelled:
                         self._pop_head(head)
                         if self._closed:  # closed by another task meanwhile
                             raise StopAsyncIteration from None
+                        raise
+                    except Exception:
+                        # The job's own error, retrieved by this await: it
+                        # is delivered even if the map was closed meanwhile.
+                        self._pop_head(head)
                         raise
                     self._pop_head(head)
                     if self._closed:

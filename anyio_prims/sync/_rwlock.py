@@ -158,34 +158,43 @@ class RWLock(CopiedWhole):
 
         :raises RuntimeError: if the current task already holds the lock
         """
-        budget = BUDGET
-        budget.left -= 1
-        if (budget.left <= 0 or self._strict) and self._can_read():
-            # One that must wait parks below instead: parking is the
-            # checkpoint, and it keeps the order of arrival.
-            await budget_checkpoint()
         task = self._tasks.get(self._task_key)
         if task is None:
             task, self._tasks, self._task_key = task_finder()
+        budget = BUDGET
+        budget.left -= 1
+        if (budget.left <= 0 or self._strict) and not self._read_parks(task):
+            # One that must wait parks below instead: parking is the
+            # checkpoint, and it keeps the order of arrival.
+            await budget_checkpoint()
         readers = self._readers
         if self._writer is None and not self._waiters.parked and task not in readers:
             readers.add(task)
             return
         await self._acquire_read_blocking(task)
 
-    def _can_read(self) -> bool:
-        # Whether a read acquire can proceed now (exactly: a queue holding
-        # only cancelled waiters lets it in), short of the reentrancy check.
+    def _read_parks(self, task: object) -> bool:
+        # Whether a read acquire by ``task`` is about to park: it cannot
+        # proceed now (exactly: a queue of cancelled waiters lets it in) and
+        # does not hold the lock already (that raises, after the checkpoint
+        # that is due, as every call that does not park).
         waiters = self._waiters
-        return self._writer is None and not (waiters.parked and waiters)
+        writer = self._writer
+        return (
+            (writer is not None or bool(waiters.parked and waiters))
+            and task is not writer
+            and task not in self._readers
+        )
 
-    def _can_write(self) -> bool:
+    def _write_parks(self, task: object) -> bool:
         # The same for a write acquire.
         waiters = self._waiters
+        writer = self._writer
+        readers = self._readers
         return (
-            self._writer is None
-            and not self._readers
-            and not (waiters.parked and waiters)
+            (writer is not None or bool(readers) or bool(waiters.parked and waiters))
+            and task is not writer
+            and task not in readers
         )
 
     async def _acquire_read_blocking(self, task: object) -> None:
@@ -249,13 +258,13 @@ class RWLock(CopiedWhole):
 
         :raises RuntimeError: if the current task already holds the lock
         """
-        budget = BUDGET
-        budget.left -= 1
-        if (budget.left <= 0 or self._strict) and self._can_write():
-            await budget_checkpoint()  # as in acquire_read()
         task = self._tasks.get(self._task_key)
         if task is None:
             task, self._tasks, self._task_key = task_finder()
+        budget = BUDGET
+        budget.left -= 1
+        if (budget.left <= 0 or self._strict) and not self._write_parks(task):
+            await budget_checkpoint()  # as in acquire_read()
         if self._writer is None and not self._readers and not self._waiters.parked:
             self._writer = task
             return
@@ -398,13 +407,15 @@ class Reading:
     async def __aenter__(self) -> None:
         # RWLock.acquire_read, inlined: no nested coroutine on the fast path.
         lock = self._lock
-        budget = BUDGET
-        budget.left -= 1
-        if (budget.left <= 0 or lock._strict) and lock._can_read():
-            await budget_checkpoint()
         task = lock._tasks.get(lock._task_key)
         if task is None:
             task, lock._tasks, lock._task_key = task_finder()
+        budget = BUDGET
+        budget.left -= 1
+        if (budget.left <= 0 or lock._strict) and (
+            self._entered or not lock._read_parks(task)
+        ):
+            await budget_checkpoint()
         if self._entered:
             raise RuntimeError("this RWLock.read() context manager is already in use")
         self._entered = True
@@ -444,13 +455,15 @@ class Writing:
     async def __aenter__(self) -> None:
         # RWLock.acquire_write, inlined: no nested coroutine on the fast path.
         lock = self._lock
-        budget = BUDGET
-        budget.left -= 1
-        if (budget.left <= 0 or lock._strict) and lock._can_write():
-            await budget_checkpoint()
         task = lock._tasks.get(lock._task_key)
         if task is None:
             task, lock._tasks, lock._task_key = task_finder()
+        budget = BUDGET
+        budget.left -= 1
+        if (budget.left <= 0 or lock._strict) and (
+            self._entered or not lock._write_parks(task)
+        ):
+            await budget_checkpoint()
         if self._entered:
             raise RuntimeError("this RWLock.write() context manager is already in use")
         self._entered = True

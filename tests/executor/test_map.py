@@ -246,3 +246,37 @@ async def test_a_map_closed_by_another_task_ends_its_consumer_s_iteration(
             await anyio.wait_all_tasks_blocked()
             await results.aclose()
     assert outcome == ["ended"]
+
+
+async def test_an_ordered_map_closed_after_its_head_failed_still_raises_the_error() -> (
+    None
+):
+    # The consumer waits on the head; the head fails, then another task
+    # closes the map before the consumer runs.  The error was retrieved by
+    # the consumer's await: it must reach the consumer, not vanish.
+    release = anyio.Event()
+
+    async def job(x: int) -> int:
+        await release.wait()
+        if x == 1:
+            raise ValueError("job 1 failed")
+        return x
+
+    outcome: list[object] = []
+    async with Executor(2) as ex:
+        results = ex.map(job, [1, 2])
+
+        async def consume() -> None:
+            try:
+                outcome.append(await results.__anext__())
+            except ValueError as exc:
+                outcome.append(str(exc))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(consume)
+            await anyio.wait_all_tasks_blocked()
+            release.set()
+            while not any(h.done() for h in results._inflight):
+                await anyio.lowlevel.checkpoint()
+            results.close()
+    assert outcome == ["job 1 failed"]
