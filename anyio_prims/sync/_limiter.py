@@ -35,7 +35,13 @@ from types import TracebackType
 
 import anyio
 
-from .._core import CopiedWhole, WaitQueue, checkpoint, current_task
+from .._core import (
+    CopiedWhole,
+    WaitQueue,
+    checkpoint,
+    checkpoint_if_cancelled,
+    current_task,
+)
 
 _ALREADY_HOLDING = (
     "this borrower is already holding one of this CapacityLimiter's tokens"
@@ -155,7 +161,7 @@ class CapacityLimiter(CopiedWhole):
         if borrower in self._borrowers:
             # AnyIO checks for cancellation before it looks at the borrower:
             # in a cancelled scope the cancellation is raised instead.
-            await anyio.lowlevel.checkpoint_if_cancelled()
+            await checkpoint_if_cancelled()
             raise RuntimeError(_ALREADY_HOLDING)
         if len(self._borrowers) < self._total_tokens and not self._waiters:
             self._borrowers.add(borrower)

@@ -53,7 +53,6 @@ from types import TracebackType
 from typing import NoReturn
 
 import anyio
-import anyio.lowlevel
 
 from .._core import (
     BUDGET,
@@ -62,6 +61,7 @@ from .._core import (
     TaskMap,
     Waiter,
     budget_checkpoint,
+    checkpoint_if_cancelled,
     on_trio,
     task_finder,
     task_info,
@@ -126,7 +126,7 @@ class Lock(CopiedWhole):
                 # cancellation first: in a cancelled scope the re-acquire
                 # raises the cancellation instead (AnyIO's asyncio Lock
                 # raises at once).
-                await anyio.lowlevel.checkpoint_if_cancelled()
+                await checkpoint_if_cancelled()
             raise RuntimeError("Attempted to acquire an already held Lock")
         # BatchSemaphore.acquire(1)'s wait, inlined (see the module comment);
         # the grant names this task the owner.
