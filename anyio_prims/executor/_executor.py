@@ -457,19 +457,30 @@ class Executor:
 
         Blocks while ``max_queued`` jobs are queued (or other submitters
         wait before this one; they are served in order) and is then a
-        cancellation point; otherwise reaches a checkpoint at least once
-        every 64 calls.  A submit cancelled while it waits spawned nothing;
-        one whose job was spawned just as it was cancelled returns the handle
-        and the cancellation is raised at the task's next checkpoint.
+        cancellation point; it parks at once, without yielding first.
+        Otherwise reaches a checkpoint at least once every 64 calls.  A
+        submit cancelled while it waits spawned nothing; one whose job was
+        spawned just as it was cancelled returns the handle and the
+        cancellation is raised at the task's next checkpoint.
 
         :raises RuntimeError: if the executor has not been entered or is closed
         """
         budget = BUDGET
         budget.left -= 1
-        if budget.left <= 0:
+        # A submit that must wait parks at once: parking is its checkpoint.
+        if budget.left <= 0 and not self._submit_waits():
             await budget_checkpoint()
+        if self._max_queued is None or not self._submit_waits():
+            return self.spawn(fn, *args)
+        handle: JoinHandle[T] = await self._submitters.park((fn, args), None)
+        return handle
+
+    def _submit_waits(self) -> bool:
+        # Whether a submit must wait now: the queue holds max_queued live
+        # jobs, or other submitters wait before it.  A closed or cancelling
+        # executor never makes it wait (spawn() raises or cancels at once).
         limit = self._max_queued
-        if (
+        return not (
             limit is None
             or self._closed
             or self._cancelling
@@ -477,10 +488,7 @@ class Executor:
                 len(self._queue) - self._queue_dead < limit
                 and not self._submitters.parked
             )
-        ):
-            return self.spawn(fn, *args)
-        handle: JoinHandle[T] = await self._submitters.park((fn, args), None)
-        return handle
+        )
 
     def _admit_submitter(self) -> None:
         # Called when a worker took a job off the queue, or a queued job was

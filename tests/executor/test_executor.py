@@ -10,7 +10,7 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from anyio_prims._core import BUDGET_SIZE, WAITER_STATS
+from anyio_prims._core import BUDGET, BUDGET_SIZE, WAITER_STATS
 from anyio_prims.executor import Executor, JobCancelled, JoinHandle
 
 if sys.version_info < (3, 11):  # pragma: no cover
@@ -723,6 +723,64 @@ async def test_submit_without_limit_never_blocks() -> None:
     async with Executor(1) as ex:
         handles = [await ex.submit(double, i) for i in range(100)]
         assert [await h for h in handles] == [2 * i for i in range(100)]
+
+
+async def test_a_submit_that_must_wait_parks_without_yielding_first() -> None:
+    # Parking is the checkpoint, also when the budget's checkpoint is due:
+    # a watcher told when the submit starts finds it parked at its first
+    # look (a yield first would let others queue in between).
+    release = anyio.Event()
+    started = False
+    early_looks = 0
+
+    async def job() -> None:
+        await release.wait()
+
+    async with Executor(1, max_queued=1) as ex:
+        ex.spawn(job)  # runs
+        ex.spawn(job)  # fills the queue
+        await anyio.wait_all_tasks_blocked()
+
+        async def watcher() -> None:
+            nonlocal early_looks
+            while not started:
+                await anyio.lowlevel.checkpoint()
+            while not ex._submitters.parked:
+                early_looks += 1
+                await anyio.lowlevel.checkpoint()
+            release.set()
+
+        async def submitter() -> None:
+            nonlocal started
+            started = True
+            BUDGET.left = 1  # this submit's budget checkpoint is due
+            handle = await ex.submit(double, 2)
+            assert await handle == 4
+
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(watcher)
+                tg.start_soon(submitter)
+    assert early_looks == 0
+
+
+@pytest.mark.parametrize("max_queued", [None, 1000])
+async def test_a_cancelled_loop_of_submits_stops_within_the_budget(
+    max_queued: int | None,
+) -> None:
+    async with Executor(1, max_queued=max_queued) as ex:
+        calls_after_cancel = 0
+        handles: list[JoinHandle[int]] = []
+        with anyio.CancelScope() as scope:
+            scope.cancel()
+            for _ in range(4 * BUDGET_SIZE):
+                calls_after_cancel += 1  # counts the call that raises, too
+                handles.append(await ex.submit(double, 1))
+        assert scope.cancelled_caught
+        assert calls_after_cancel <= BUDGET_SIZE
+        # The call that raised spawned nothing; the others' jobs run.
+        assert len(handles) == calls_after_cancel - 1
+        assert [await h for h in handles] == [2] * len(handles)
 
 
 async def test_cancelled_submit_spawns_nothing() -> None:
