@@ -343,7 +343,18 @@ def _is_anyio_scope_cancellation(exc: BaseException) -> bool:
     return False
 
 
-def rearm_cancellation(exc: BaseException) -> None:
+def asyncio_cancelling() -> int | None:
+    """The running asyncio task's ``cancelling()`` count (3.11+), else None."""
+    if _get_running_loop() is None:
+        return None
+    task: Any = _asyncio_current_task()
+    cancelling = getattr(task, "cancelling", None)
+    return cancelling() if cancelling is not None else None
+
+
+def rearm_cancellation(
+    exc: BaseException, cancelling_before: int | None = None
+) -> None:
     """Make a cancellation that was caught take effect at the next checkpoint.
 
     Used when a cancellation arrives after an operation has already taken
@@ -359,6 +370,14 @@ def rearm_cancellation(exc: BaseException) -> None:
       exit.  Re-armed, it would outlive the scope on Python 3.10-3.12, where
       ``uncancel()`` leaves a pending ``cancel()`` pending: a scope that ends
       right after the send would let it out, at the first await after it.
+      But a task woken by an AnyIO scope's cancellation may have been
+      cancelled again before it ran (by ``asyncio.timeout()``, or
+      ``task.cancel()``): asyncio counts that request in ``cancelling()``
+      but raises only the first one's exception.  Given the count when the
+      task parked (``cancelling_before``), a rise of more than the scope's
+      one request means such a request came too, and it is re-armed.  AnyIO
+      cancels a task at most once while it waits; the native waiters never
+      grant a task AnyIO has cancelled, so only the generic waiter passes it.
     * Trio: cancellation is level-triggered; the scope is still cancelled and
       raises again at the next checkpoint, so nothing needs to be done.
     """
@@ -368,8 +387,11 @@ def rearm_cancellation(exc: BaseException) -> None:
     if task is None:  # pragma: no cover - not inside a task
         return
     if _is_anyio_scope_cancellation(exc):
-        return
-    message = exc.args[0] if exc.args else None
+        if cancelling_before is None or task.cancelling() - cancelling_before <= 1:
+            return
+        message = None  # the other request's message is not kept
+    else:
+        message = exc.args[0] if exc.args else None
     uncancel = getattr(task, "uncancel", None)
     if uncancel is not None:
         uncancel()

@@ -95,6 +95,7 @@ import anyio
 from ._backend import (
     FORCE_GENERIC,
     _tasks_by_loop,
+    asyncio_cancelling,
     is_cancellation,
     rearm_cancellation,
     trio_lowlevel,
@@ -296,12 +297,16 @@ _new_trio_waiter: Final[Callable[[type[TrioWaiter[Any]]], TrioWaiter[Any]]] = (
 
 
 class GenericWaiter(Waiter[P]):
-    __slots__ = ("_event",)
+    __slots__ = ("_cancelling", "_event")
 
     def __init__(self, payload: P) -> None:
         super().__init__(payload)
         self._event = anyio.Event()
         self.wait = self._event.wait()
+        #: The parked asyncio task's ``cancelling()`` count when it parked
+        #: (3.11+), or None: how ``rearm_cancellation`` tells the requests
+        #: that arrived during this wait.
+        self._cancelling = asyncio_cancelling()
 
     def _wake(self) -> None:
         self._event.set()
@@ -429,7 +434,10 @@ class Parking(Generic[P]):
             if give_back is not None:
                 give_back(waiter.value)
             elif is_cancellation(exc):
-                rearm_cancellation(exc)
+                rearm_cancellation(
+                    exc,
+                    waiter._cancelling if type(waiter) is GenericWaiter else None,
+                )
                 return True
         return False
 

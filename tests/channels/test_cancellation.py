@@ -13,7 +13,9 @@ the others must then let the call complete.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import sys
+from contextlib import nullcontext
 from functools import partial
 from typing import Any
 
@@ -445,6 +447,84 @@ async def test_a_rearmed_cancellation_does_not_trip_an_enclosing_asyncio_timeout
     task.cancel()
     await task
     assert outcome == ["sent", "cancelled"]
+
+
+@pytest.mark.parametrize("checkpoint_inside", [True, False])
+@pytest.mark.parametrize(
+    "order", list(itertools.permutations(("scope", "take", "other")))
+)
+@pytest.mark.parametrize("other", ["asyncio_timeout", "task_cancel"])
+async def test_a_send_cancelled_by_an_anyio_scope_and_plain_asyncio_loses_neither(
+    flavour: str,
+    anyio_backend_name: str,
+    other: str,
+    order: tuple[str, ...],
+    checkpoint_inside: bool,
+) -> None:
+    # A parked send inside an AnyIO scope (inside asyncio.timeout() for the
+    # timeout): in one step the scope is cancelled, the item is taken and
+    # the other cancellation comes (the timeout expires, or task.cancel()),
+    # in every order.  The item goes at most once; the scope's cancellation
+    # stops the code left in the scope, if any; and the other one is not
+    # lost, whether or not the scope had a checkpoint left to catch its own:
+    # the timeout ends its block with TimeoutError and the task's cancel
+    # count back to zero, and task.cancel() ends the task.  (Taken and
+    # cancelled at once, a send returns normally with the generic waiter and
+    # delivers nothing with the native ones.  Python 3.10 has no cancel
+    # count: AnyIO's own scope then takes a task.cancel() as its own.)
+    if anyio_backend_name != "asyncio":
+        pytest.skip("plain asyncio cancellation")
+    if sys.version_info < (3, 11):
+        pytest.skip("asyncio.timeout and Task.cancelling() are 3.11+")
+    tx, rx = channel(flavour, 0)
+    events: list[str] = []
+    timeouts: list[Any] = []  # asyncio.Timeout, 3.11+
+    scopes: list[anyio.CancelScope] = []
+
+    async def sender() -> None:
+        block: Any = (
+            asyncio.timeout(None) if other == "asyncio_timeout" else nullcontext()
+        )
+        try:
+            async with block as timeout:
+                timeouts.append(timeout)
+                with anyio.CancelScope() as scope:
+                    scopes.append(scope)
+                    await tx.send("x")
+                    events.append("returned")
+                    if checkpoint_inside:
+                        await asyncio.sleep(0)
+                        events.append("ran on in the cancelled scope")
+                await asyncio.sleep(0)
+                await asyncio.sleep(0)
+                events.append("ran on after the other cancellation")
+        except TimeoutError:
+            events.append("timeout")
+        task = asyncio.current_task()
+        assert task is not None
+        events.append(f"cancelling={task.cancelling()}")
+
+    task = asyncio.get_running_loop().create_task(sender())
+    await settle()
+    taken: list[str] = []
+    for step in order:
+        if step == "scope":
+            scopes[0].cancel()
+        elif step == "take":
+            taken += drain(rx)
+        elif other == "asyncio_timeout":
+            timeouts[0].reschedule(asyncio.get_running_loop().time())
+        else:
+            task.cancel()
+    if other == "task_cancel":
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    else:
+        await task
+    assert taken in ([], ["x"])
+    tail = ["timeout", "cancelling=0"] if other == "asyncio_timeout" else []
+    assert events == [*(["returned"] if taken else []), *tail]
+    assert drain(rx) == []
 
 
 @pytest.mark.parametrize("checkpoint_inside", [True, False])
