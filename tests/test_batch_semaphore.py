@@ -20,7 +20,7 @@ import anyio.lowlevel
 import pytest
 
 from anyio_prims import BatchSemaphore, BatchSemaphoreStatistics
-from anyio_prims._core import FORCE_GENERIC
+from anyio_prims._core import BUDGET, FORCE_GENERIC
 
 from ._tasks import Call, settle
 
@@ -354,6 +354,25 @@ async def test_acquire_after_close_raises_closed_resource_error() -> None:
     with pytest.raises(anyio.ClosedResourceError):
         sem.acquire_nowait()
     assert sem.available_permits == 5
+
+
+@pytest.mark.parametrize("strict", [True, False])
+@pytest.mark.parametrize("permits", [0, 5])
+async def test_acquire_on_a_closed_semaphore_takes_its_due_checkpoint_first(
+    strict: bool, permits: int
+) -> None:
+    # Only a call that parks skips its due checkpoint (parking is one); a
+    # call that raises ClosedResourceError does not park, so inside a
+    # cancelled scope it raises the cancellation, as a channel's send on a
+    # broken channel does.  Budgeted: the checkpoint is made due.
+    sem = BatchSemaphore(permits, strict=strict)
+    sem.close()
+    with anyio.CancelScope() as scope:
+        scope.cancel()
+        BUDGET.left = 1
+        await sem.acquire()
+    assert scope.cancelled_caught
+    assert sem.available_permits == permits
 
 
 async def test_release_still_works_after_close() -> None:

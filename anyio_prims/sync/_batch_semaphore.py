@@ -120,9 +120,10 @@ class BatchSemaphore(CopiedWhole):
         """
         budget = BUDGET
         budget.left -= 1
-        if (budget.left <= 0 or self._strict) and self._can_take(n):
-            # Only a call that can proceed checkpoints here: one that must
-            # wait parks, and parking is the checkpoint.
+        if (budget.left <= 0 or self._strict) and (self._can_take(n) or self._closed):
+            # Only a call that can proceed (or that raises because the
+            # semaphore is closed) checkpoints here: one that must wait
+            # parks, and parking is the checkpoint.
             await budget_checkpoint()
         if (
             type(n) is int
