@@ -24,7 +24,7 @@ import anyio.lowlevel
 import pytest
 
 from anyio_prims import _core as core
-from anyio_prims import mpsc, spmc
+from anyio_prims import mpmc, mpsc, spmc
 
 from ._support import (
     CHANNELS,
@@ -566,3 +566,57 @@ async def test_a_send_taken_after_its_scope_was_cancelled_keeps_the_cancellation
         ("caught", checkpoint_inside or not delivered),
         "ran on after the scope",
     ]
+
+
+# ---------------------------------------------------------------------------
+# Give-back bookkeeping (mutation-testing regressions)
+# ---------------------------------------------------------------------------
+
+
+async def test_a_later_receiver_granted_after_its_cancellation_gives_the_item_back(
+    anyio_backend_name: str,
+) -> None:
+    # Pins give_back's index into in_flight: with the generic waiter a
+    # receiver cancelled before its grant resumes (and gives back) before an
+    # earlier granted receiver; its item goes back to the channel, in order.
+    if not core.FORCE_GENERIC or anyio_backend_name != "asyncio":
+        pytest.skip("only the generic waiter on asyncio grants a cancelled wait")
+    tx, rx = mpmc.channel[str](0)
+    async with anyio.create_task_group() as tg:
+        first = Call(rx.receive).start(tg)
+        await settle()
+        second = Call(rx.clone().receive).start(tg)
+        await settle()
+        assert rx.statistics().tasks_waiting_receive == 2
+        # One step: cancel the second, then grant both.
+        second.cancel()
+        tx.send_nowait("A")
+        tx.send_nowait("B")
+    assert first.result == "A"
+    assert second.outcome == "cancelled"
+    assert drain(rx) == ["B"]
+
+
+async def test_items_keep_their_order_when_two_granted_receivers_are_cancelled(
+    anyio_backend_name: str,
+) -> None:
+    # Pins restore putting a receiver back at the end of in_flight: R1 and
+    # R2 are granted A and B and cancelled in one step; A passes R2 on to
+    # R3, B goes back to the channel, and the order is kept.
+    if anyio_backend_name != "asyncio":
+        pytest.skip("only plain asyncio cancellation cancels a granted wait")
+    tx, rx = mpmc.channel[str](0)
+    async with anyio.create_task_group() as tg:
+        calls = []
+        for _ in range(3):
+            calls.append(Call(rx.clone().receive, "asyncio_task_cancel").start(tg))
+            await settle()
+        assert rx.statistics().tasks_waiting_receive == 3
+        tx.send_nowait("A")
+        tx.send_nowait("B")
+        calls[0].cancel()
+        calls[1].cancel()
+        for call in calls:
+            await call.finished.wait()
+    assert [call.outcome for call in calls[:2]] == ["cancelled", "cancelled"]
+    assert [calls[2].result, *drain(rx)] == ["A", "B"]

@@ -982,3 +982,118 @@ async def test_a_handed_over_item_is_not_kept_by_the_channel_after_the_wait(
     # Both endpoints are still open: the channel, and the waiters it keeps
     # for reuse, are alive.
     assert tx.statistics().open_receivers == 1
+
+
+# ---------------------------------------------------------------------------
+# Gates recomputed at the right moments (mutation-testing regressions)
+# ---------------------------------------------------------------------------
+
+
+async def test_a_receive_that_frees_the_buffer_admits_the_parked_sender() -> None:
+    # Pins the single receiver's resume: while a sender is parked, the
+    # receive gate stays closed, so taking B admits the blocked send of C.
+    tx, rx = mpsc.channel[str](1)
+    got: list[str] = []
+
+    async def receiver() -> None:
+        got.append(await rx.receive())  # parks, then is handed A
+        got.append(rx.receive_nowait())  # B: frees the buffer for C
+
+    with anyio.fail_after(5):  # hang guard
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(receiver)
+            await settle()
+            tx.send_nowait("A")  # straight to the parked receiver
+            tx.send_nowait("B")  # into the buffer
+            await tx.send("C")  # buffer full: blocks until B is taken
+    assert got == ["A", "B"]
+    assert rx.receive_nowait() == "C"
+
+
+async def test_a_send_after_the_only_receiver_closed_on_its_handoff_is_broken() -> None:
+    # Pins the single receiver's resume: a receiver closed after it was
+    # handed an item must not reopen the send gate when its task resumes.
+    tx, rx = mpsc.channel[str](1)
+    got: list[str] = []
+
+    async def receiver() -> None:
+        got.append(await rx.receive())
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(receiver)
+        await settle()
+        tx.send_nowait("A")  # handed to the parked receiver
+        rx.close()  # before the receiving task runs
+    assert got == ["A"]
+    with pytest.raises(anyio.BrokenResourceError):
+        tx.send_nowait("B")
+    assert tx.statistics().items_buffered == 0
+
+
+async def test_the_single_sender_stays_busy_until_its_taken_send_resumes() -> None:
+    # Pins ChannelState.sync: while a taken send has not resumed, the single
+    # sender is still in use and another task's send is refused.
+    tx, rx = spmc.channel[str](1)
+    tx.send_nowait("a")
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(tx.send, "b")  # blocks: the buffer is full
+        await settle()
+        assert rx.statistics().tasks_waiting_send == 1
+        # All in one step, before the sending task resumes:
+        assert rx.receive_nowait() == "a"  # "b" is admitted into the buffer
+        assert rx.receive_nowait() == "b"
+        with pytest.raises(anyio.BusyResourceError):
+            tx.send_nowait("c")
+    assert rx.statistics().items_buffered == 0
+
+
+async def test_a_send_right_after_the_last_receiver_closed_is_broken(
+    flavour: str,
+) -> None:
+    # Pins receiver_closed recomputing the send gate: after failing the
+    # blocked senders and dropping the buffer, a send made before the failed
+    # sender's task resumes is refused too.
+    tx, rx = channel(flavour, 1)
+    tx.send_nowait("a")
+    blocked = Call(lambda: tx.send("b"))
+    async with anyio.create_task_group() as tg:
+        blocked.start(tg)
+        await settle()
+        rx.close()
+        # In the same step, before the failed sender's task resumes:
+        with pytest.raises(anyio.BrokenResourceError):
+            tx.send_nowait("c")
+    assert blocked.outcome == "raised"
+    assert isinstance(blocked.error, anyio.BrokenResourceError)
+
+
+async def test_a_strict_receive_at_end_of_stream_checkpoints_first(
+    flavour: str,
+) -> None:
+    # Pins receive_would_park: with every sender closed the receive does not
+    # park, so in strict mode it checkpoints (raising a pending cancellation)
+    # before it raises EndOfStream.
+    tx, rx = channel(flavour, 0, strict=True)
+    tx.close()
+    with anyio.CancelScope() as scope:
+        scope.cancel()
+        await rx.receive()
+    assert scope.cancelled_caught
+    with pytest.raises(anyio.EndOfStream):
+        await rx.receive()
+
+
+async def test_a_strict_send_with_every_receiver_closed_checkpoints_first(
+    flavour: str,
+) -> None:
+    # Pins send_would_park: with every receiver closed the send does not
+    # park, so in strict mode it checkpoints (raising a pending cancellation)
+    # before it raises BrokenResourceError.
+    tx, rx = channel(flavour, 0, strict=True)
+    rx.close()
+    with anyio.CancelScope() as scope:
+        scope.cancel()
+        await tx.send("x")
+    assert scope.cancelled_caught
+    with pytest.raises(anyio.BrokenResourceError):
+        await tx.send("x")

@@ -15,7 +15,7 @@ import anyio.lowlevel
 import pytest
 
 from anyio_prims import oneshot
-from anyio_prims._core import NOT_OPENED, WAITER_STATS, Slot
+from anyio_prims._core import BUDGET_SIZE, NOT_OPENED, WAITER_STATS, Slot
 
 from ._support import GIVE_BACK_SOURCES, SOURCES, Call, settle, source_param
 
@@ -333,3 +333,28 @@ async def test_a_strict_receive_that_must_wait_parks_without_yielding_first() ->
             tg.start_soon(receiver)
     assert got == [7]
     assert early_looks == 0
+
+
+async def test_a_run_of_ready_receives_checkpoints_within_the_budget() -> None:
+    # Pins the budget in Receiver.receive: after a receive that parked (and
+    # refilled the budget), BUDGET_SIZE receives of ready items reach a
+    # checkpoint, here raising the pending cancellation.
+    first_tx, first_rx = oneshot.channel[str]()
+    pairs = [oneshot.channel[str]() for _ in range(BUDGET_SIZE)]
+    for tx, _ in pairs:
+        tx.send("x")
+    got: list[str] = []
+
+    async def consumer() -> None:
+        await first_rx.receive()  # parks: the budget starts full
+        with anyio.CancelScope() as scope:
+            scope.cancel()
+            for _, rx in pairs:
+                got.append(await rx.receive())
+        assert scope.cancelled_caught
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(consumer)
+        await settle()
+        first_tx.send("go")
+    assert len(got) < BUDGET_SIZE
