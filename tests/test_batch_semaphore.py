@@ -628,3 +628,32 @@ def test_hold_checks_n_when_called() -> None:
         sem.hold(0)
     with pytest.raises(TypeError, match=r"^n "):
         sem.hold(1.5)  # type: ignore[arg-type]
+
+
+# -- regressions found by mutation testing --------------------------------------
+
+
+async def test_fair_acquire_past_abandoned_waiter_takes_exactly_its_permits(
+    anyio_backend_name: str,
+) -> None:
+    # Pins: with the only parked waiter abandoned but not yet run (Trio's
+    # abort callback), the slow path's exact test grants a fair acquire,
+    # takes its permits and returns.
+    if anyio_backend_name != "trio":
+        pytest.skip("Trio's abort callback abandons a parked waiter before it runs")
+    sem = BatchSemaphore(1)
+    scopes: list[anyio.CancelScope] = []
+
+    async def big() -> None:
+        with anyio.CancelScope() as scope:
+            scopes.append(scope)
+            await sem.acquire(2)  # parks: only 1 permit
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(big)
+        await anyio.wait_all_tasks_blocked()
+        scopes[0].cancel()  # big() has not run since
+        with anyio.fail_after(5):  # hang guard only
+            await sem.acquire(1)  # 1 permit free, no live waiter
+        assert sem.available_permits == 0
+    sem.release(1)

@@ -525,3 +525,26 @@ async def test_task_cancel_while_reacquiring_still_reacquires(
         await waiter
     assert held == [True]
     assert not cond.locked()
+
+
+# -- regressions found by mutation testing --------------------------------------
+
+
+async def test_condition_wait_in_cancelled_scope_keeps_the_lock() -> None:
+    # Pins: wait() in an already-cancelled scope raises before it releases
+    # the lock, so no other task runs its critical section meanwhile.
+    cond = Condition()
+    events: list[str] = []
+
+    async def other() -> None:
+        async with cond:
+            events.append("other")
+
+    async with anyio.create_task_group() as tg, cond:
+        tg.start_soon(other)
+        await anyio.wait_all_tasks_blocked()  # other() waits for the lock
+        with anyio.CancelScope() as scope:
+            scope.cancel()
+            await cond.wait()
+        events.append("ours ends")
+    assert events == ["ours ends", "other"]

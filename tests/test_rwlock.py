@@ -1183,3 +1183,92 @@ async def test_failing_reacquires_reach_a_checkpoint_within_the_budget(
     assert scope.cancelled_caught
     assert calls <= BUDGET_SIZE
     release(lock, held)
+
+
+# -- regressions found by mutation testing --------------------------------------
+
+
+async def test_reentering_a_write_context_manager_keeps_the_outer_block() -> None:
+    # Pins: entering the same lock.write() object again raises "already in
+    # use" and leaves the outer block intact (its exit releases the lock).
+    lock = RWLock()
+    writing = lock.write()
+    async with writing:
+        with pytest.raises(RuntimeError, match="already in use"):
+            async with writing:
+                pass  # pragma: no cover
+    assert lock.statistics().writer is None
+
+
+async def test_nested_read_block_raises_and_keeps_the_outer_read_lock() -> None:
+    # Pins: a nested lock.read() in the same task raises "not reentrant" at
+    # once and does not release the outer block's read lock.
+    lock = RWLock()
+    async with lock.read():
+        with pytest.raises(RuntimeError, match="not reentrant"):
+            async with lock.read():
+                pass  # pragma: no cover
+        assert lock.statistics().readers == 1
+    assert lock.statistics().readers == 0
+
+
+async def test_strict_reentrant_read_with_writer_queued_checkpoints_first() -> None:
+    # Pins: a strict re-entrant acquire_read() takes its due checkpoint
+    # before raising RuntimeError, even with a writer queued.
+    lock = RWLock(strict=True)
+    wrote: list[bool] = []
+
+    async def writer() -> None:
+        await lock.acquire_write()
+        wrote.append(True)
+        lock.release_write()
+
+    await lock.acquire_read()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(writer)  # queues behind our read lock
+        await anyio.wait_all_tasks_blocked()
+        with anyio.CancelScope() as scope:
+            scope.cancel()
+            await lock.acquire_read()  # re-entrant: cancelled at the checkpoint
+            pytest.fail("re-entrant acquire_read() returned")  # pragma: no cover
+        assert scope.cancelled_caught
+        lock.release_read()  # the writer gets the lock
+    assert wrote == [True]
+
+
+async def test_strict_read_past_abandoned_writer_takes_its_checkpoint(
+    anyio_backend_name: str,
+) -> None:
+    # Pins: a cancelled parked writer not yet run (Trio's abort marks it
+    # abandoned at once) is no live waiter: a strict acquire_read() that can
+    # proceed still takes its checkpoint.
+    if anyio_backend_name != "trio":
+        pytest.skip("Trio's abort callback abandons a parked waiter before it runs")
+    lock = RWLock(strict=True)
+    scopes: list[anyio.CancelScope] = []
+    release = anyio.Event()
+
+    async def reader() -> None:
+        await lock.acquire_read()
+        await release.wait()
+        lock.release_read()
+
+    async def writer() -> None:
+        with anyio.CancelScope() as scope:
+            scopes.append(scope)
+            await lock.acquire_write()  # queues behind the reader
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(reader)
+        await anyio.wait_all_tasks_blocked()
+        tg.start_soon(writer)
+        await anyio.wait_all_tasks_blocked()
+        scopes[0].cancel()  # the writer has not run since
+        acquired = False
+        with anyio.CancelScope() as mine:
+            mine.cancel()
+            await lock.acquire_read()  # strict: must checkpoint (and raise)
+            acquired = True  # pragma: no cover
+            lock.release_read()  # pragma: no cover
+        release.set()
+    assert not acquired

@@ -356,3 +356,27 @@ async def test_release_skips_a_waiter_cancelled_before_it_ran() -> None:
     assert sem.statistics().tasks_waiting == 0
     sem.release()
     assert sem.value == 1
+
+
+# -- regressions found by mutation testing --------------------------------------
+
+
+async def test_uncontended_fast_acquire_loop_still_lets_other_tasks_run() -> None:
+    # Pins: fast_acquire=True still spends the budget on uncontended
+    # acquires, so a long loop of them reaches a schedule point.
+    sem = Semaphore(1, fast_acquire=True)
+    ticks = 0
+
+    async def other() -> None:
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await anyio.lowlevel.checkpoint()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(other)
+        for _ in range(10 * BUDGET_SIZE):
+            await sem.acquire()
+            sem.release()
+        assert ticks > 0
+        tg.cancel_scope.cancel()

@@ -13,6 +13,8 @@ import pytest
 from anyio_prims._core import BUDGET, BUDGET_SIZE, WAITER_STATS
 from anyio_prims.executor import Executor, JobCancelled, JoinHandle
 
+from .._tasks import settle
+
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import (  # type: ignore[import-not-found,unused-ignore]
         BaseExceptionGroup,
@@ -929,3 +931,378 @@ async def test_asyncio_timeout_on_await_handle_leaves_job(anyio_backend: Any) ->
         assert not handle.done()
         release.set()
         assert await handle == 9
+
+
+# -- regressions found by mutation testing --------------------------------------
+
+
+async def noop() -> None:
+    pass
+
+
+async def test_spawn_many_to_a_just_cancelled_idle_worker_settles_every_job() -> None:
+    # Pins: a grant the cancelled idle worker refuses (native) or gives back
+    # (generic) leaves the job queued, so it is settled, never lost HANDED.
+    handles: list[JoinHandle[None]] = []
+    with anyio.fail_after(10):  # hang guard only
+        with anyio.CancelScope() as outer:
+            async with Executor() as ex:
+                await ex.spawn(noop)  # one worker, idle afterwards
+                await settle()
+                outer.cancel()  # the idle worker's wait is cancelled now
+                handles = ex.spawn_many(noop, [(), ()])
+    assert len(handles) == 2
+    assert all(h.done() for h in handles)
+
+
+async def test_spawn_many_never_starts_more_than_max_workers() -> None:
+    # Pins: spawn_many queues instead of starting a worker beyond max_workers.
+    running = peak = 0
+    gate = anyio.Event()
+
+    async def job() -> None:
+        nonlocal running, peak
+        running += 1
+        peak = max(peak, running)
+        await gate.wait()
+        running -= 1
+
+    async with Executor(max_workers=1) as ex:
+        ex.spawn(job)
+        await settle()  # the only worker runs the first job
+        ex.spawn_many(job, [(), ()])
+        await settle()
+        workers = ex.statistics().workers
+        gate.set()
+    assert peak == 1
+    assert workers == 1
+
+
+async def test_jobs_queued_is_right_after_worker_skips_cancelled_entries() -> None:
+    # Pins: skipping a job cancelled while queued counts one dead entry out.
+    gate, hold = anyio.Event(), anyio.Event()
+    async with Executor(max_workers=1, max_queued=2) as ex:
+        ex.spawn(gate.wait)  # the only worker is busy
+        await settle()
+        a, b = ex.spawn(noop), ex.spawn(noop)
+        a.cancel()
+        b.cancel()  # dead entries at the head of the queue
+        ex.spawn(hold.wait)  # the next job that runs
+        ex.spawn(noop)  # stays queued
+        gate.set()
+        await settle()  # the worker skipped a and b, runs hold.wait
+        assert ex.statistics().jobs_queued == 1
+        hold.set()
+
+
+async def test_admitted_submitter_never_takes_the_queue_over_max_queued() -> None:
+    # Pins: a waiting submit() is admitted only while the queue is under
+    # max_queued, not when it is exactly at it.
+    gate1, gate2 = anyio.Event(), anyio.Event()
+    admitted: list[bool] = []
+
+    async def submitter() -> None:
+        await ex.submit(noop)
+        admitted.append(True)
+
+    async with Executor(max_workers=1, max_queued=1) as ex:
+        ex.spawn(gate1.wait)  # the only worker is busy
+        await settle()
+        ex.spawn(gate2.wait)  # spawn ignores max_queued: 2 queued
+        ex.spawn(noop)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(submitter)
+            await settle()  # the submitter waits: the queue is full
+            gate1.set()  # the worker takes gate2.wait: 1 queued
+            await settle()
+            assert admitted == []
+            assert ex.statistics().jobs_queued == 1
+            gate2.set()
+    assert admitted == [True]
+
+
+async def test_cancelling_the_exit_cancels_queued_jobs_before_they_start() -> None:
+    # Pins: a cancellation of the block while its exit waits for the jobs
+    # cancels the queued ones; they never start.
+    started: list[str] = []
+
+    async def shielded() -> None:
+        with anyio.CancelScope(shield=True):
+            outer.cancel()  # the exit is waiting for this job now
+            await settle()
+
+    async def second() -> None:
+        started.append("second")
+
+    with anyio.fail_after(10):  # hang guard only
+        with anyio.CancelScope() as outer:
+            async with Executor(max_workers=1) as ex:
+                ex.spawn(shielded)
+                h2 = ex.spawn(second)  # queued behind it on the one worker
+    assert h2.cancelled()
+    assert started == []
+
+
+async def test_enclosing_cancellation_ends_the_worker_not_just_the_job() -> None:
+    # Pins: a job cancelled by an enclosing scope's cancellation ends its
+    # worker; the worker does not go on to start the next queued job.
+    started: list[str] = []
+
+    async def second() -> None:
+        started.append("second")
+
+    with anyio.fail_after(10):  # hang guard only
+        with anyio.CancelScope() as outer:
+            async with Executor(max_workers=1) as ex:
+                ex.spawn(sleep_forever)
+                h2 = ex.spawn(second)  # queued behind it
+                await settle()
+                with anyio.CancelScope(shield=True):
+                    outer.cancel()
+                    await settle()  # the worker sees the cancellation
+    assert started == []
+    assert h2.cancelled()
+
+
+async def test_worker_cancelled_in_rate_limiter_settles_its_job() -> None:
+    # Pins: a job whose worker is cancelled while waiting for max_per_second
+    # is settled as cancelled, not left HANDED.
+    with pytest.raises(ExceptionGroup) as info:  # noqa: PT012 (the block under test)
+        async with Executor(max_workers=1, max_per_second=0.001) as ex:
+            ex.spawn(noop)  # starts at once
+            h2 = ex.spawn(noop)  # must wait for the rate limit
+            await settle()  # its worker sleeps in the limiter
+            raise ValueError("body fails")
+    assert [type(e) for e in info.value.exceptions] == [ValueError]
+    assert h2.cancelled()
+
+
+async def test_fail_fast_keeps_a_retrieved_first_failure_in_the_group() -> None:
+    # Pins: the fail_fast trigger is raised at the exit even when the body
+    # already retrieved it by awaiting the job.
+    class First(Exception):
+        pass
+
+    async def first() -> None:
+        await anyio.lowlevel.checkpoint()
+        raise First
+
+    with pytest.raises(BaseExceptionGroup) as info:  # noqa: PT012 (the block under test)
+        async with Executor(fail_fast=True) as ex:
+            handle = ex.spawn(first)
+            with pytest.raises(First):
+                await handle
+            await sleep_forever()  # cancelled by fail_fast
+    assert isinstance(info.value.exceptions[0], First)
+
+
+class Boom(BaseException):
+    pass
+
+
+async def raise_boom() -> None:
+    raise Boom
+
+
+async def test_job_raising_a_base_exception_fails_it_and_the_block() -> None:
+    # Pins: a plain BaseException from a job (not a cancellation) fails the
+    # job and is raised from the block.
+    with pytest.raises(BaseExceptionGroup) as info:  # noqa: PT012 (the block under test)
+        async with Executor() as ex:
+            handle = ex.spawn(raise_boom)
+            await settle()
+    assert [type(e) for e in info.value.exceptions] == [Boom]
+    assert handle.done()
+    assert not handle.cancelled()
+
+
+async def test_job_raising_a_base_exception_group_is_a_failure_not_a_cancellation() -> (
+    None
+):
+    # Pins: a BaseExceptionGroup holding a non-cancellation is the job's
+    # failure, raised from the block, not a stray cancellation.
+    async def job() -> None:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(raise_boom)
+
+    with pytest.raises(BaseExceptionGroup) as info:  # noqa: PT012 (the block under test)
+        async with Executor() as ex:
+            handle = ex.spawn(job)
+            await settle()
+    assert info.value.subgroup(Boom) is not None
+    assert not handle.cancelled()
+
+
+async def test_spawn_many_with_items_that_are_not_tuples_raises_type_error() -> None:
+    # Pins: the documented TypeError for bad args_iterable items.
+    async def job(*args: object) -> None:
+        pass
+
+    async with Executor() as ex:
+        with pytest.raises(TypeError, match="args_iterable"):
+            ex.spawn_many(job, [1, 2])  # type: ignore[list-item]
+
+
+async def test_workers_statistic_is_zero_after_the_block() -> None:
+    # Pins: every finished worker is counted out of statistics().workers.
+    gate = anyio.Event()
+    async with Executor() as ex:
+        for _ in range(3):
+            ex.spawn(gate.wait)
+        await settle()
+        assert ex.statistics().workers == 3
+        gate.set()
+    assert ex.statistics().workers == 0
+
+
+async def test_handles_awaited_before_settling_do_not_share_a_join_queue() -> None:
+    # Pins: a spare join queue goes to one handle only; settling one job
+    # wakes only its own joiners.
+    gate1, gate2 = anyio.Event(), anyio.Event()
+    outcomes: dict[str, object] = {}
+
+    async def join(name: str, handle: JoinHandle[Any]) -> None:
+        try:
+            outcomes[name] = await handle
+        except JobCancelled:
+            outcomes[name] = "JobCancelled"
+
+    async with Executor() as ex:
+        h0 = ex.spawn(anyio.lowlevel.checkpoint)
+        await h0  # its emptied join queue becomes the spare
+        h1 = ex.spawn(gate1.wait)
+        h2 = ex.spawn(gate2.wait)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(join, "h1", h1)
+            tg.start_soon(join, "h2", h2)
+            await settle()
+            gate1.set()  # h1 settles
+            await settle()
+            assert "h2" not in outcomes
+            gate2.set()
+    assert outcomes == {"h1": None, "h2": None}
+
+
+async def test_running_job_that_catches_its_cancel_leaves_the_worker_usable() -> None:
+    # Pins: after handle.cancel() of a running job that catches it, the
+    # worker runs its next job in a fresh, uncancelled scope.
+    async def stubborn() -> str:
+        try:
+            await sleep_forever()
+        except anyio.get_cancelled_exc_class():
+            return "caught"
+        return "slept"  # pragma: no cover
+
+    async def innocent() -> str:
+        await anyio.lowlevel.checkpoint()
+        return "ran"
+
+    async with Executor(max_workers=1) as ex:
+        h1 = ex.spawn(stubborn)
+        h2 = ex.spawn(innocent)  # queued for the same worker
+        await settle()
+        h1.cancel()
+        assert await h1 == "caught"
+        assert await h2 == "ran"
+
+
+async def test_fail_fast_trigger_stays_in_the_group_when_a_later_job_fails() -> None:
+    # Pins: only the first failure is the fail_fast trigger; a job failing
+    # while being cancelled does not replace a retrieved trigger.
+    class First(Exception):
+        pass
+
+    class Second(Exception):
+        pass
+
+    async def first() -> None:
+        await anyio.lowlevel.checkpoint()
+        raise First
+
+    async def second() -> None:
+        try:
+            await sleep_forever()
+        except anyio.get_cancelled_exc_class():
+            raise Second from None  # fails while cancelled by fail_fast
+
+    with pytest.raises(BaseExceptionGroup) as info:  # noqa: PT012 (the block under test)
+        async with Executor(fail_fast=True) as ex:
+            ex.spawn(second)
+            await settle()
+            handle = ex.spawn(first)
+            with pytest.raises(First):
+                await handle
+            await sleep_forever()  # cancelled by fail_fast
+    kinds = [type(e) for e in info.value.exceptions]
+    assert First in kinds
+    assert Second in kinds
+
+
+async def _idle_worker_task(ex: Executor) -> Any:
+    """Start one worker, let it go idle, and return its asyncio task."""
+    import asyncio
+
+    tasks: list[Any] = []
+
+    async def whoami() -> None:
+        tasks.append(asyncio.current_task())
+
+    await ex.spawn(whoami)
+    await settle()
+    return tasks[0]
+
+
+async def test_job_given_back_by_a_task_cancelled_worker_is_settled_at_exit(
+    anyio_backend: Any,
+) -> None:
+    # Pins: a job granted to an idle worker that a plain task.cancel() ends
+    # before it runs, given back while the executor is cancelling, is still
+    # settled by the exit.
+    if anyio_backend[0] != "asyncio":
+        pytest.skip("asyncio's task.cancel() before the task runs")
+    with pytest.raises(ExceptionGroup) as info:  # noqa: PT012 (the block under test)
+        async with Executor() as ex:
+            worker = await _idle_worker_task(ex)
+            handle = ex.spawn(noop)  # granted to the idle worker
+            worker.cancel()  # before it runs
+            raise ValueError("body fails")
+    assert info.value.subgroup(ValueError) is not None
+    assert handle.done()
+    assert handle.cancelled()
+
+
+async def test_job_given_back_by_a_task_cancelled_worker_keeps_spawn_order(
+    anyio_backend: Any,
+) -> None:
+    # Pins: the given-back job goes to the head of the queue, so jobs still
+    # start in spawn order.
+    if anyio_backend[0] != "asyncio":
+        pytest.skip("asyncio's task.cancel() before the task runs")
+    started: list[int] = []
+
+    async def job(i: int) -> None:
+        started.append(i)
+
+    async with Executor() as ex:
+        worker = await _idle_worker_task(ex)
+        for i in (1, 2, 3):
+            ex.spawn(job, i)  # 1 granted to the idle worker, 2 and 3 queued
+        worker.cancel()  # before it runs
+    assert started == [1, 2, 3]
+
+
+async def test_settled_job_is_not_requeued_by_a_task_cancelled_worker(
+    anyio_backend: Any,
+) -> None:
+    # Pins: a granted job cancelled through its handle stays settled when
+    # its worker then gives the grant back; it is counted out once only.
+    if anyio_backend[0] != "asyncio":
+        pytest.skip("asyncio's task.cancel() before the task runs")
+    async with Executor() as ex:
+        worker = await _idle_worker_task(ex)
+        handle = ex.spawn(noop)  # granted to the idle worker
+        handle.cancel()  # settled at once
+        assert handle.cancelled()
+        worker.cancel()  # before the worker runs
+    assert handle.cancelled()
+    assert ex.statistics().jobs_pending == 0

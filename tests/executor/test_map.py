@@ -11,10 +11,15 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from anyio_prims.executor import Executor
+from anyio_prims.executor import Executor, JobCancelled
+
+from .._tasks import settle
 
 if sys.version_info < (3, 11):  # pragma: no cover
-    from exceptiongroup import ExceptionGroup  # type: ignore[import-not-found,unused-ignore]
+    from exceptiongroup import (  # type: ignore[import-not-found,unused-ignore]
+        BaseExceptionGroup,
+        ExceptionGroup,
+    )
 
 pytestmark = pytest.mark.anyio
 
@@ -280,3 +285,124 @@ async def test_an_ordered_map_closed_after_its_head_failed_still_raises_the_erro
                 await anyio.lowlevel.checkpoint()
             results.close()
     assert outcome == ["job 1 failed"]
+
+
+# -- regressions found by mutation testing --------------------------------------
+
+
+async def test_item_read_after_another_task_closed_the_map_is_dropped() -> None:
+    # Pins: an item that arrives after aclose() (the read was waiting on the
+    # async input) gets no job: fn never runs on it.
+    calls: list[int] = []
+    gate = anyio.Event()
+
+    async def fn(x: int) -> int:
+        calls.append(x)
+        return x
+
+    async def slow_input() -> AsyncGenerator[int, None]:
+        await gate.wait()  # the consumer waits here for the first item
+        yield 1
+        yield 2
+
+    with anyio.fail_after(10):  # hang guard only
+        async with aclosing(slow_input()) as source, Executor() as ex:
+            results = ex.map(fn, source)
+
+            async def consume() -> None:
+                async for _ in results:
+                    pass  # pragma: no cover
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(consume)
+                await settle()  # consume() is reading the input
+                await results.aclose()
+                gate.set()
+    assert calls == []
+
+
+async def test_unordered_map_delivers_an_item_spawned_already_cancelled() -> None:
+    # Pins: while the executor is being cancelled, an unordered map still
+    # delivers each item (as JobCancelled) instead of dropping it.
+    async def failing() -> None:
+        raise RuntimeError("boom")
+
+    outcomes: list[object] = []
+    with pytest.raises(BaseExceptionGroup):  # noqa: PT012 (the block under test)
+        async with Executor(fail_fast=True) as ex:
+            ex.spawn(failing)
+            with anyio.CancelScope(shield=True):
+                await settle()  # fail_fast has cancelled the executor
+                results = ex.map(double, [1], ordered=False)
+                while True:
+                    try:
+                        outcomes.append(await results.__anext__())
+                    except JobCancelled:
+                        outcomes.append("JobCancelled")
+                    except StopAsyncIteration:
+                        break
+    assert outcomes == ["JobCancelled"]
+
+
+async def test_ready_head_result_is_delivered_before_waiting_for_input() -> None:
+    # Pins: __anext__ first delivers a result that is ready, before it reads
+    # (and waits for) more input.
+    gate = anyio.Event()
+
+    async def ident(x: int) -> int:
+        return x
+
+    async def items() -> AsyncGenerator[int, None]:
+        yield 0
+        yield 1
+        await gate.wait()  # the input stalls from here on
+        yield 2
+
+    got: list[int] = []
+    with anyio.fail_after(10):  # hang guard only
+        async with aclosing(items()) as source, Executor() as ex:
+            results = ex.map(ident, source, window=2)
+            assert await results.__anext__() == 0
+            await settle()  # job 1 is done by now
+
+            async def take() -> None:
+                got.append(await results.__anext__())
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(take)
+                await settle()
+                assert got == [1]
+            gate.set()
+            await results.aclose()
+
+
+async def test_unordered_map_delivers_finished_jobs_in_finishing_order() -> None:
+    # Pins: jobs that finish while nobody waits are delivered in the order
+    # they finished, oldest first.
+    events = {x: anyio.Event() for x in (1, 2, 3)}
+
+    async def job(x: int) -> int:
+        await events[x].wait()
+        return x
+
+    async with Executor() as ex:
+        results = ex.map(job, [1, 2, 3], ordered=False)
+
+        async def first() -> int:
+            return await results.__anext__()
+
+        async with anyio.create_task_group() as tg:
+            got: list[int] = []
+
+            async def take() -> None:
+                got.append(await first())
+
+            tg.start_soon(take)
+            await settle()
+            events[1].set()
+        assert got == [1]
+        events[2].set()
+        await settle()
+        events[3].set()
+        await settle()
+        assert [r async for r in results] == [2, 3]
