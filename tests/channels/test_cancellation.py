@@ -13,9 +13,10 @@ the others must then let the call complete.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import sys
-from contextlib import nullcontext
+from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any
 
@@ -449,46 +450,75 @@ async def test_a_rearmed_cancellation_does_not_trip_an_enclosing_asyncio_timeout
     assert outcome == ["sent", "cancelled"]
 
 
-async def _anyio_scope_leaves_a_foreign_cancellation(other: str) -> bool:
-    # Whether the installed anyio's cancel scope, cancelled in the same step
-    # as an asyncio.timeout() expires or a task.cancel() comes, leaves that
-    # other request alone (newer releases count cancel requests; older ones,
-    # such as the floor nox -s tests_floor installs, swallow it).  The same
-    # scenario as the test below with a plain sleep instead of a send; the
-    # timeout is rescheduled first, so that it fires before the task runs.
+async def _in_a_scope_under_another_cancellation(
+    other: str, wait: Callable[[], Awaitable[object]], checkpoint_inside: bool
+) -> tuple[asyncio.Task[None], list[str], Callable[[str], None]]:
+    # A task that awaits wait() inside an AnyIO scope (inside
+    # asyncio.timeout() when other is the timeout), started and settled.
+    # Returns the task, the events it records, and step(name): "scope"
+    # cancels the scope, "other" expires the timeout or calls task.cancel().
     if sys.version_info < (3, 11):
-        return False
+        pytest.skip("asyncio.timeout and Task.cancelling() are 3.11+")
+    events: list[str] = []
+    timeouts: list[Any] = []  # asyncio.Timeout, 3.11+
     scopes: list[anyio.CancelScope] = []
-    timeouts: list[Any] = []
-    outcome: list[str] = []
 
-    async def sleeper() -> None:
+    async def body() -> None:
         block: Any = (
-            asyncio.timeout(None) if other == "asyncio_timeout" else nullcontext()
+            asyncio.timeout(None)
+            if other == "asyncio_timeout"
+            else contextlib.nullcontext()
         )
         try:
             async with block as timeout:
                 timeouts.append(timeout)
                 with anyio.CancelScope() as scope:
                     scopes.append(scope)
-                    await asyncio.sleep(1e6)
+                    await wait()
+                    events.append("returned")
+                    if checkpoint_inside:
+                        await asyncio.sleep(0)
+                        events.append("ran on in the cancelled scope")
                 await asyncio.sleep(0)
-                outcome.append("ran on")
+                await asyncio.sleep(0)
+                events.append("ran on after the other cancellation")
         except TimeoutError:
-            outcome.append("timeout")
-        except asyncio.CancelledError:
-            outcome.append("cancelled")
+            events.append("timeout")
+        task = asyncio.current_task()
+        assert task is not None
+        events.append(f"cancelling={task.cancelling()}")
 
-    task = asyncio.get_running_loop().create_task(sleeper())
+    task = asyncio.get_running_loop().create_task(body())
     await settle()
-    if other == "asyncio_timeout":
-        timeouts[0].reschedule(asyncio.get_running_loop().time())
-        scopes[0].cancel()
-    else:
-        scopes[0].cancel()
-        task.cancel()
-    await task
-    return outcome != ["ran on"]
+
+    def step(name: str) -> None:
+        if name == "scope":
+            scopes[0].cancel()
+        elif other == "asyncio_timeout":
+            timeouts[0].reschedule(asyncio.get_running_loop().time())
+        else:
+            task.cancel()
+
+    return task, events, step
+
+
+async def _anyio_scope_leaves_a_foreign_cancellation(other: str) -> bool:
+    # Whether the installed anyio's cancel scope, cancelled in the same step
+    # as an asyncio.timeout() expires or a task.cancel() comes, leaves that
+    # other request alone (newer releases count cancel requests; older ones,
+    # such as the floor nox -s tests_floor installs, swallow it): the test
+    # below's scenario on a plain sleep.  The timeout is rescheduled first,
+    # so that it fires before the task runs.
+    task, events, step = await _in_a_scope_under_another_cancellation(
+        other, lambda: asyncio.sleep(1e6), False
+    )
+    for name in (
+        ("other", "scope") if other == "asyncio_timeout" else ("scope", "other")
+    ):
+        step(name)
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    return "ran on after the other cancellation" not in events
 
 
 @pytest.mark.parametrize("checkpoint_inside", [True, False])
@@ -521,45 +551,15 @@ async def test_a_send_cancelled_by_an_anyio_scope_and_plain_asyncio_loses_neithe
     if not await _anyio_scope_leaves_a_foreign_cancellation(other):
         pytest.skip("this anyio's scope takes the other cancellation as its own")
     tx, rx = channel(flavour, 0)
-    events: list[str] = []
-    timeouts: list[Any] = []  # asyncio.Timeout, 3.11+
-    scopes: list[anyio.CancelScope] = []
-
-    async def sender() -> None:
-        block: Any = (
-            asyncio.timeout(None) if other == "asyncio_timeout" else nullcontext()
-        )
-        try:
-            async with block as timeout:
-                timeouts.append(timeout)
-                with anyio.CancelScope() as scope:
-                    scopes.append(scope)
-                    await tx.send("x")
-                    events.append("returned")
-                    if checkpoint_inside:
-                        await asyncio.sleep(0)
-                        events.append("ran on in the cancelled scope")
-                await asyncio.sleep(0)
-                await asyncio.sleep(0)
-                events.append("ran on after the other cancellation")
-        except TimeoutError:
-            events.append("timeout")
-        task = asyncio.current_task()
-        assert task is not None
-        events.append(f"cancelling={task.cancelling()}")
-
-    task = asyncio.get_running_loop().create_task(sender())
-    await settle()
+    task, events, step = await _in_a_scope_under_another_cancellation(
+        other, lambda: tx.send("x"), checkpoint_inside
+    )
     taken: list[str] = []
-    for step in order:
-        if step == "scope":
-            scopes[0].cancel()
-        elif step == "take":
+    for name in order:
+        if name == "take":
             taken += drain(rx)
-        elif other == "asyncio_timeout":
-            timeouts[0].reschedule(asyncio.get_running_loop().time())
         else:
-            task.cancel()
+            step(name)
     if other == "task_cancel":
         with pytest.raises(asyncio.CancelledError):
             await task
