@@ -4,6 +4,7 @@ with uvloop) and Trio, faster than what each backend ships."""
 from __future__ import annotations
 
 from . import mpmc, mpsc, oneshot, spmc, streams
+from ._core import protect_if_trio_imported
 from .channels import ChannelStatistics
 from .executor import (
     Executor,
@@ -48,3 +49,7 @@ __all__ = [
     "spmc",
     "streams",
 ]
+
+# KeyboardInterrupt protection on Trio (see _core/_ki.py), now if Trio is
+# imported already; else the first wait or checkpoint on Trio does it.
+protect_if_trio_imported()

@@ -19,6 +19,11 @@ from ._backend import (
 )
 from ._budget import BUDGET, BUDGET_SIZE
 from ._copying import CopiedWhole, NotCopied
+from ._ki import (
+    protect_from_keyboard_interrupt,
+    protect_if_trio_imported,
+    runs_user_code,
+)
 from ._mode import budget_checkpoint, check_strict
 from ._waiter import (
     FAILED,
@@ -53,7 +58,10 @@ __all__ = [
     "checkpoint_if_cancelled",
     "current_task",
     "on_trio",
+    "protect_from_keyboard_interrupt",
+    "protect_if_trio_imported",
     "running_backend",
+    "runs_user_code",
     "task_finder",
     "task_info",
 ]

@@ -30,6 +30,8 @@ from typing import Any, Final, Protocol
 import anyio
 import anyio.lowlevel
 
+from ._ki import protect_from_keyboard_interrupt, protect_if_trio_imported
+
 _WAITER_ENV: Final = os.environ.get("ANYIO_PRIMS_WAITER", "").strip().lower()
 if _WAITER_ENV not in ("", "native", "generic"):
     raise ValueError(
@@ -54,6 +56,7 @@ def trio_lowlevel() -> Any:
         import trio.lowlevel
 
         _trio_lowlevel = trio.lowlevel
+        protect_from_keyboard_interrupt()
     return _trio_lowlevel
 
 
@@ -114,6 +117,7 @@ def checkpoint() -> Awaitable[None]:
             return _asyncio_yield()
         if "trio" in sys.modules:
             return trio_lowlevel().checkpoint()  # type: ignore[no-any-return]
+    protect_if_trio_imported()
     return anyio.lowlevel.checkpoint()
 
 
@@ -405,4 +409,5 @@ def checkpoint_if_cancelled() -> Awaitable[None]:
     """
     if not FORCE_GENERIC and asyncio_loop() is None and "trio" in sys.modules:
         return trio_lowlevel().checkpoint_if_cancelled()  # type: ignore[no-any-return]
+    protect_if_trio_imported()
     return anyio.lowlevel.checkpoint_if_cancelled()

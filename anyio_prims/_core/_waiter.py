@@ -102,6 +102,7 @@ from ._backend import (
     trio_task_dict,
 )
 from ._budget import BUDGET, BUDGET_SIZE
+from ._ki import protect_if_trio_imported
 
 P = TypeVar("P")  # what a parked task offers: an item, a number of permits
 
@@ -301,6 +302,7 @@ class GenericWaiter(Waiter[P]):
 
     def __init__(self, payload: P) -> None:
         super().__init__(payload)
+        protect_if_trio_imported()  # on Trio, this may not ask Trio for anything
         self._event = anyio.Event()
         self.wait = self._event.wait()
         #: The parked asyncio task's ``cancelling()`` count when it parked

@@ -63,7 +63,7 @@ from typing import Any, TypeVar
 import anyio
 import anyio.abc
 
-from .._core import BUDGET, Slot, WaitQueue, budget_checkpoint
+from .._core import BUDGET, Slot, WaitQueue, budget_checkpoint, runs_user_code
 from ._handle import (
     CANCELLED,
     FAILED,
@@ -405,6 +405,7 @@ class Executor:
             self._start_worker()
         return job
 
+    @runs_user_code  # iterates args_iterable
     def spawn_many(
         self,
         fn: Callable[..., Awaitable[T]],
@@ -534,6 +535,7 @@ class Executor:
         assert self._tg is not None
         self._tg.start_soon(self._work)
 
+    @runs_user_code  # the jobs
     async def _work(self) -> None:
         self._starting = False
         try:
@@ -542,6 +544,7 @@ class Executor:
         finally:
             self._nworkers -= 1
 
+    @runs_user_code  # the jobs
     async def _work_in_scope(self) -> bool:
         # Run jobs in one cancel scope until a job is cancelled through its
         # handle (return True: call again with a fresh scope) or the

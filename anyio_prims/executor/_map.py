@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import anyio
 
-from .._core import Slot
+from .._core import Slot, runs_user_code
 from ._handle import JobCancelled, JoinHandle, _ignore
 
 if TYPE_CHECKING:
@@ -167,6 +167,7 @@ class MapIterator(Generic[T]):
         if self._inflight and self._inflight[0] is head:
             self._inflight.popleft()
 
+    @runs_user_code  # the input's iterator
     async def _read_one(self) -> None:
         try:
             if self._aiter is not None:

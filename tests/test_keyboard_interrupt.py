@@ -1,0 +1,377 @@
+"""KeyboardInterrupt protection on Trio (anyio_prims/_core/_ki.py).
+
+Trio defers a Ctrl-C that arrives while protected code runs to the main
+task's next checkpoint, so that it cannot leave a primitive half-updated.
+The library's code is marked protected, as Trio's own primitives are,
+except where it calls user code that may run long (an executor's jobs, the
+map's input, ``spawn_many``'s argument), which stays interruptible.  These
+tests run Trio directly (``trio.run``), once per waiter implementation (the
+suite runs again with ``ANYIO_PRIMS_WAITER=generic``).  Trio before 0.27
+marks protection with a wrapper per call; the library marks nothing there
+and these tests skip.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import types
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from typing import Any
+
+import anyio
+import pytest
+
+import anyio_prims
+from anyio_prims import (
+    BatchSemaphore,
+    CapacityLimiter,
+    Condition,
+    Event,
+    Executor,
+    Lock,
+    RWLock,
+    Semaphore,
+    create_memory_object_stream,
+    mpmc,
+    mpsc,
+    oneshot,
+    spmc,
+)
+from anyio_prims._core import protect_from_keyboard_interrupt
+
+trio = pytest.importorskip("trio")
+pytest.importorskip("trio.testing")
+
+ROOT = os.path.dirname(anyio_prims.__file__)
+
+#: The functions that call user code, left interruptible on purpose.
+RUNS_USER_CODE = {
+    ("executor/_executor.py", "_work"),
+    ("executor/_executor.py", "_work_in_scope"),
+    ("executor/_executor.py", "spawn_many"),
+    ("executor/_map.py", "_read_one"),
+}
+
+
+@pytest.fixture(autouse=True)
+def _marked() -> None:
+    if not protect_from_keyboard_interrupt():
+        pytest.skip("this Trio marks KeyboardInterrupt protection with a wrapper")
+
+
+def run_trio(main: Callable[[], Awaitable[object]], **options: Any) -> None:
+    """``trio.run(main)``; a KeyboardInterrupt that escapes fails the test
+    (pytest would otherwise stop the whole session)."""
+    try:
+        trio.run(main, **options)
+    except KeyboardInterrupt as exc:
+        pytest.fail(f"a KeyboardInterrupt escaped: {exc!r}")
+
+
+class LineWatch:
+    """A trace function that records, for every line of the library run
+    while it is installed, whether Trio deems it protected."""
+
+    def __init__(self) -> None:
+        self.seen: Counter[str] = Counter()
+        self.unprotected: Counter[tuple[str, str, int]] = Counter()
+
+    def _local(self, frame: types.FrameType, event: str, arg: object) -> Any:
+        if event == "line":
+            where = os.path.relpath(frame.f_code.co_filename, ROOT)
+            self.seen[where] += 1
+            # The trace function's caller frame is the traced one, so
+            # Trio's walk starts at the library's line.
+            if not trio.lowlevel.currently_ki_protected():
+                # Named after the function a comprehension runs in (its own
+                # code object on 3.11 and older).
+                named: types.FrameType | None = frame
+                while named is not None and named.f_code.co_name.startswith("<"):
+                    named = named.f_back
+                name = named.f_code.co_name if named is not None else "?"
+                self.unprotected[(where, name, frame.f_lineno)] += 1
+        return self._local
+
+    def _global(self, frame: types.FrameType, event: str, arg: object) -> Any:
+        if frame.f_code.co_filename.startswith(ROOT + os.sep):
+            return self._local
+        return None
+
+    def __enter__(self) -> LineWatch:
+        self._previous = sys.gettrace()
+        sys.settrace(self._global)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        sys.settrace(self._previous)
+
+
+async def parked() -> None:
+    """Until every other task is blocked (parked on a primitive)."""
+    await trio.testing.wait_all_tasks_blocked()
+
+
+async def _exercise_channels() -> None:
+    """Fast, parked, handed-off, cancelled and closed paths of every channel."""
+    for module in (mpsc, spmc, mpmc):
+        for capacity in (0, 1, float("inf")):
+            tx, rx = module.channel(capacity)
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(tx.send, "parked")  # parks unless unbounded
+                await parked()
+                assert await rx.receive() == "parked"
+            async with trio.open_nursery() as nursery:
+                for i in range(70):  # past the budget: a budget checkpoint
+                    if capacity:
+                        await tx.send(i)
+                        assert await rx.receive() == i
+                nursery.start_soon(rx.receive)  # parks: the handoff below
+                await parked()
+                await tx.send("handed")
+            with trio.move_on_after(0):
+                await rx.receive()
+            if capacity == 1:
+                tx.send_nowait("full")
+                with trio.move_on_after(0):
+                    await tx.send("cancelled")
+                assert await rx.receive() == "full"
+            assert rx.statistics().tasks_waiting_receive == 0
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(_expect_end, rx)
+                await parked()
+                tx.close()
+            await rx.aclose()
+    send, receive = create_memory_object_stream[int](1)
+    await send.send(1)
+    assert await receive.receive() == 1
+    clone = send.clone()
+    clone.close()
+    send.close()
+    with pytest.raises(anyio.EndOfStream):
+        await receive.receive()
+    receive.close()
+    one_tx, one_rx = oneshot.channel[int]()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(one_rx.receive)
+        await parked()
+        one_tx.send(1)
+
+
+async def _expect_end(rx: Any) -> None:
+    with pytest.raises(anyio.EndOfStream):
+        await rx.receive_many(4)
+
+
+async def _exercise_sync() -> None:
+    """Uncontended, contended, cancelled and closed paths of every lock."""
+    locks: list[Any] = [Lock(), Semaphore(1), CapacityLimiter(1)]
+    for lock in locks:
+        async with trio.open_nursery() as nursery:
+            async with lock:
+                nursery.start_soon(_hold_once, lock)  # parks, then gets it
+                await parked()
+            with trio.move_on_after(0):
+                await lock.acquire()  # taken by the task above: cancelled
+    semaphore = BatchSemaphore(1)
+    async with semaphore:
+        with trio.move_on_after(0):
+            await semaphore.acquire(2)
+    semaphore.close()
+    event = Event()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(event.wait)
+        await parked()
+        event.set()
+    condition = Condition()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(_wait_on, condition)
+        await parked()
+        async with condition:
+            condition.notify_all()
+    rwlock = RWLock()
+    async with trio.open_nursery() as nursery, rwlock.read():
+        nursery.start_soon(_write_once, rwlock)  # a queued writer
+        await parked()
+    async with rwlock.write():
+        pass
+
+
+async def _hold_once(lock: Any) -> None:
+    async with lock:
+        await trio.sleep(0)
+
+
+async def _wait_on(condition: Condition) -> None:
+    async with condition:
+        await condition.wait()
+
+
+async def _write_once(rwlock: RWLock) -> None:
+    async with rwlock.write():
+        pass
+
+
+async def _exercise_executor() -> None:
+    async with Executor(max_workers=2, max_queued=1) as executor:
+        handle = executor.spawn(trio.sleep, 0)
+        await handle
+        await executor.submit(trio.sleep, 0)
+        executor.spawn_many(trio.sleep, [(0,), (0,)])
+        results = [r async for r in executor.map(_double, [1, 2, 3])]
+        assert results == [2, 4, 6]
+        executor.spawn(trio.sleep_forever).cancel()
+
+
+async def _double(x: int) -> int:
+    await trio.sleep(0)
+    return 2 * x
+
+
+def test_the_library_runs_protected_from_keyboard_interrupt_on_trio() -> None:
+    watch = LineWatch()
+
+    async def main() -> None:
+        with watch:
+            await _exercise_channels()
+            await _exercise_sync()
+            await _exercise_executor()
+
+    run_trio(main)
+    unprotected = {
+        where: count
+        for where, count in watch.unprotected.items()
+        if where[:2] not in RUNS_USER_CODE
+    }
+    assert unprotected == {}
+    # Not vacuous: the scenario ran the code of every module with any.
+    modules = {
+        os.path.relpath(os.path.join(path, name), ROOT)
+        for path, _, names in os.walk(ROOT)
+        for name in names
+        if name.endswith(".py")
+    }
+    unused = {"__init__.py", "_core/_ki.py", "_core/_copying.py"}
+    unused |= {"_core/_budget.py", "executor/_ratelimit.py", "streams.py"}
+    unused |= {m for m in modules if m.endswith("/__init__.py")}
+    assert modules - unused - set(watch.seen) == set()
+
+
+def test_user_code_the_library_calls_stays_interruptible_on_trio() -> None:
+    protected: dict[str, bool] = {}
+
+    def note(where: str) -> None:
+        protected[where] = trio.lowlevel.currently_ki_protected()
+
+    async def job() -> None:
+        note("job")
+
+    async def mapped(x: int) -> int:
+        return x
+
+    def inputs() -> Iterator[int]:
+        note("map input")
+        yield 1
+
+    async def async_inputs() -> AsyncIterator[int]:
+        note("async map input")
+        yield 1
+
+    def arguments() -> Iterator[tuple[()]]:
+        note("spawn_many argument")
+        yield ()
+
+    async def main() -> None:
+        async with Executor() as executor:
+            await executor.spawn(job)
+            assert [r async for r in executor.map(mapped, inputs())] == [1]
+            assert [r async for r in executor.map(mapped, async_inputs())] == [1]
+            await executor.spawn_many(job, arguments())[0]
+        note("the caller, after")
+
+    run_trio(main)
+    assert protected == {
+        "job": False,
+        "map input": False,
+        "async map input": False,
+        "spawn_many argument": False,
+        "the caller, after": False,
+    }
+
+
+@pytest.fixture
+def default_sigint() -> Iterator[None]:
+    """Python's own SIGINT handler for the test, which is when ``trio.run``
+    installs Trio's (a process started in the background may ignore SIGINT)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+async def checkpoints(count: int) -> None:
+    for _ in range(count):
+        await trio.sleep(0)
+
+
+class SignalsWhenHashed:
+    """A borrower whose hashing sends this process SIGINT: a Ctrl-C that
+    arrives while the limiter records it."""
+
+    def __init__(self) -> None:
+        self.sent = False
+
+    def __hash__(self) -> int:
+        if not self.sent:
+            self.sent = True
+            signal.raise_signal(signal.SIGINT)
+        return 1
+
+
+@pytest.mark.usefixtures("default_sigint")
+def test_a_ctrl_c_inside_a_primitive_waits_for_the_next_checkpoint_on_trio() -> None:
+    borrower = SignalsWhenHashed()
+    outcome: list[str] = []
+
+    async def main() -> None:
+        limiter = CapacityLimiter(1)
+        limiter.acquire_on_behalf_of_nowait(borrower)  # not interrupted
+        assert borrower.sent
+        outcome.append(f"borrowed {limiter.borrowed_tokens}")
+        with pytest.raises(KeyboardInterrupt):
+            await checkpoints(100)
+        outcome.append("interrupted at a checkpoint")
+        limiter.release_on_behalf_of(borrower)
+        assert limiter.borrowed_tokens == 0
+
+    run_trio(main)
+    assert outcome == ["borrowed 1", "interrupted at a checkpoint"]
+
+
+@pytest.mark.usefixtures("default_sigint")
+@pytest.mark.parametrize("flavour", [mpsc, spmc, mpmc])
+def test_a_ctrl_c_delivered_to_a_parked_receive_takes_nothing_on_trio(
+    flavour: types.ModuleType,
+) -> None:
+
+    async def main() -> None:
+        tx, rx = flavour.channel(1)
+
+        async def interrupt_once_parked() -> None:
+            while rx.statistics().tasks_waiting_receive == 0:
+                await trio.sleep(0)
+            signal.raise_signal(signal.SIGINT)  # delivered to the main task
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(interrupt_once_parked)
+            with pytest.raises(KeyboardInterrupt):
+                await rx.receive()
+        assert rx.statistics().tasks_waiting_receive == 0
+        await tx.send("after")
+        assert await rx.receive() == "after"
+
+    # Every Ctrl-C goes to the main task at a checkpoint: here, its receive.
+    run_trio(main, restrict_keyboard_interrupt_to_checkpoints=True)
