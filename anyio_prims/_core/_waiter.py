@@ -257,11 +257,16 @@ class TrioWaiter(Waiter[P]):
         self._task = _trio_current_task()
         self.wait = _trio_wait(self._abort)
 
+    # A settled waiter lets go of its task and its wait structure: it may be
+    # kept as that structure's ``_spare`` (a structure -> waiter -> structure
+    # cycle, and the task's Runner kept alive after trio.run() returns) or
+    # stay in a deque, abandoned.  ``enqueue`` sets both again.
+
     def grant(self, value: object = None) -> None:
         # Waiter.grant with _wake inlined, as in AsyncioWaiter.
         self.value = value
         self.state = GRANTED
-        _trio_reschedule(self._task)
+        self._wake()
 
     def try_grant(self, value: object = None) -> bool:
         # Never refused: Trio's abort callback takes a cancelled waiter out
@@ -269,17 +274,21 @@ class TrioWaiter(Waiter[P]):
         # Written out in WaitQueue.grant_head and Slot.grant_head.
         self.value = value
         self.state = GRANTED
-        _trio_reschedule(self._task)
+        self._wake()
         return True
 
     def _wake(self) -> None:
-        _trio_reschedule(self._task)
+        task = self._task
+        self._task = self.owner = None  # type: ignore[assignment]
+        _trio_reschedule(task)
 
     def _abort(self, raise_cancel: object) -> Any:
         # Called by Trio only while the task sleeps, so the waiter is PENDING
         # and still parked.
         self._abandon()
-        self.owner._abandoned(self)
+        owner = self.owner
+        self._task = self.owner = None  # type: ignore[assignment]
+        owner._abandoned(self)
         return trio_lowlevel().Abort.SUCCEEDED
 
 
@@ -353,7 +362,8 @@ class Parking(Generic[P]):
                 if waiter is not None and type(waiter) is TrioWaiter:
                     # A recycled waiter: a new sleep, no new object.
                     self._spare = None
-                    waiter.payload = payload  # owner: already self
+                    waiter.payload = payload
+                    waiter.owner = self  # cleared when it was settled
                     waiter.state = PENDING
                     waiter._task = _trio_current_task()
                     waiter.wait = _trio_wait(waiter._abort)
@@ -408,7 +418,10 @@ class Parking(Generic[P]):
         if waiter.state is FAILED:
             if on_error is not None:
                 on_error()
-            raise value
+            try:
+                raise value
+            finally:
+                del value  # the traceback keeps this frame: no cycle
         return value
 
     def _abandoned(self, waiter: Waiter[Any]) -> None:
@@ -518,8 +531,8 @@ class WaitQueue(Parking[P]):
             else:
                 # TrioWaiter.__init__ written out, without its call.
                 waiter = _new_trio_waiter(TrioWaiter)
-                waiter.owner = self
                 waiter.value = None
+            waiter.owner = self  # cleared when the waiter is settled
             waiter.payload = payload
             waiter.state = PENDING
             waiter._task = task
@@ -580,7 +593,9 @@ class WaitQueue(Parking[P]):
             if type(waiter) is TrioWaiter:  # never refused, as try_grant()
                 waiter.value = value
                 waiter.state = GRANTED
-                _trio_reschedule(waiter._task)
+                task = waiter._task
+                waiter._task = waiter.owner = None  # type: ignore[assignment]
+                _trio_reschedule(task)
                 return waiter
             if waiter.try_grant(value):
                 return waiter
@@ -695,8 +710,8 @@ class Slot(Parking[P]):
                 self._spare = None
             else:
                 waiter = _new_trio_waiter(TrioWaiter)
-                waiter.owner = self
                 waiter.value = None
+            waiter.owner = self  # cleared when the waiter is settled
             waiter.payload = payload
             waiter.state = PENDING
             waiter._task = task
@@ -741,7 +756,9 @@ class Slot(Parking[P]):
         if type(waiter) is TrioWaiter:  # never refused, as try_grant()
             waiter.value = value
             waiter.state = GRANTED
-            _trio_reschedule(waiter._task)
+            task = waiter._task
+            waiter._task = waiter.owner = None  # type: ignore[assignment]
+            _trio_reschedule(task)
             return waiter
         if waiter.try_grant(value):
             return waiter

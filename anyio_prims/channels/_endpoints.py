@@ -163,7 +163,15 @@ class SendEndpoint(_Endpoint, ObjectSendStream[T_contra], Generic[T_contra]):
                 # closed before the task ran: a call on a closed endpoint
                 # (AnyIO decides when the task runs, too).
                 raise anyio.ClosedResourceError
-            raise waiter.value
+            # Take the exception off the waiter, and out of this frame's
+            # locals as it leaves: the traceback keeps this frame, and a
+            # reference from it to the exception would be a cycle.
+            failure = waiter.value
+            waiter.value = waiter.payload = None  # type: ignore[assignment]
+            try:
+                raise failure
+            finally:
+                del failure
         # Recycle the waiter (see _core/_waiter.py); its value is None.
         waiter.payload = None  # type: ignore[assignment]  # never read again
         waiters._spare = waiter
@@ -280,7 +288,12 @@ class ReceiveEndpoint(_Endpoint, ObjectReceiveStream[T_co], Generic[T_co]):
             state.sync()
             if self._closed:  # closed after another close woke it: as in send()
                 raise anyio.ClosedResourceError
-            raise waiter.value
+            failure = waiter.value
+            waiter.value = waiter.payload = None
+            try:  # no cycle through this frame, as in send()
+                raise failure
+            finally:
+                del failure
         # Granted and resumed: the call leaves in_flight (I3).
         in_flight = state.in_flight
         if in_flight[0] is waiter:

@@ -144,7 +144,14 @@ class BatchSemaphore(CopiedWhole):
                 self._leave_and_raise(waiter, exc)
             if waiter.state is FAILED:  # closed while waiting
                 self._grant_waiters()
-                raise waiter.value
+                # Off the waiter and out of the frame: no cycle through the
+                # traceback (see SendEndpoint.send).
+                failure = waiter.value
+                waiter.value = None
+                try:
+                    raise failure
+                finally:
+                    del failure
             waiters._spare = waiter  # recycled: payload and value are ints
 
     def _can_take(self, n: object) -> bool:
@@ -174,7 +181,10 @@ class BatchSemaphore(CopiedWhole):
         # leaving waiter held back is let in, and ``exc`` propagates.
         self._waiters._interrupted(waiter, exc, self._give_back)
         self._grant_waiters()
-        raise exc
+        try:
+            raise exc
+        finally:
+            del exc  # the traceback keeps this frame: no cycle
 
     def acquire_nowait(self, n: int = 1) -> None:
         """Acquire ``n`` permits without blocking.  Not a checkpoint.

@@ -243,7 +243,10 @@ class Condition(CopiedWhole):
             raise
         cancelled = await self._reacquire()
         if cancelled is not None:
-            raise cancelled
+            try:
+                raise cancelled
+            finally:
+                del cancelled  # the traceback keeps this frame: no cycle
 
     async def _reacquire(self) -> BaseException | None:
         """Acquire the lock whatever cancellation arrives meanwhile.
@@ -260,7 +263,11 @@ class Condition(CopiedWhole):
             except anyio.get_cancelled_exc_class() as exc:
                 caught = exc
             else:
-                return caught
+                try:
+                    return caught
+                finally:
+                    # ``caught``'s traceback keeps this frame: no cycle.
+                    del caught
 
     async def wait_for(self, predicate: Callable[[], T]) -> T:
         """Wait until ``predicate()`` is true; return its value.

@@ -210,7 +210,11 @@ class Lock(CopiedWhole):
         # lock granted meanwhile goes to the next waiter through _give_back.
         self._sem._waiters._interrupted(waiter, exc, self._give_back)
         self._hand_over()
-        raise exc
+        waiter.task = None  # a waiter left in the queue keeps no task
+        try:
+            raise exc
+        finally:
+            del exc  # the traceback keeps this frame: no cycle
 
     def _give_back(self, n: int) -> None:
         # The lock was handed to a task cancelled before it ran: pass it on.

@@ -1,0 +1,370 @@
+"""No reference cycles and no retention: objects go when their last user does.
+
+A cycle is freed only by the cyclic garbage collector, later: until then
+it keeps what it reaches (an item, a channel, a task's frames), and the
+more cycles a program makes the more often the collector runs.  Trio and
+AnyIO avoid them on purpose (Trio's ``outcome`` deletes the locals a raise
+would keep); so does anyio-prims.  A cycle is found by collecting with
+``gc.DEBUG_SAVEALL`` and looking in the garbage for a library object or
+frame that reaches itself; garbage that AnyIO or the backend makes on its
+own is not counted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import math
+import os
+import types
+import weakref
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from functools import partial
+from typing import Any
+
+import anyio
+import anyio.lowlevel
+import pytest
+
+import anyio_prims
+from anyio_prims import (
+    BatchSemaphore,
+    CapacityLimiter,
+    Condition,
+    Event,
+    Lock,
+    RWLock,
+    Semaphore,
+    mpmc,
+    mpsc,
+    oneshot,
+    spmc,
+)
+from anyio_prims._core import current_task as current_task_object
+
+pytestmark = pytest.mark.anyio
+
+LIBRARY = os.path.dirname(anyio_prims.__file__) + os.sep
+
+
+def _in_library(obj: object) -> bool:
+    if isinstance(obj, types.FrameType):
+        return obj.f_code.co_filename.startswith(LIBRARY)
+    return type(obj).__module__.startswith("anyio_prims")
+
+
+def _label(obj: object) -> str:
+    if isinstance(obj, types.FrameType):
+        where = os.path.relpath(obj.f_code.co_filename, LIBRARY)
+        return f"frame {where}:{obj.f_code.co_name}"
+    return type(obj).__qualname__
+
+
+def _on_a_cycle(start: object, garbage: dict[int, object]) -> bool:
+    """Whether ``start`` reaches itself through ``garbage``."""
+    seen: set[int] = set()
+    todo = [r for r in gc.get_referents(start) if id(r) in garbage]
+    while todo:
+        obj = todo.pop()
+        if obj is start:
+            return True
+        if id(obj) not in seen:
+            seen.add(id(obj))
+            todo.extend(r for r in gc.get_referents(obj) if id(r) in garbage)
+    return False
+
+
+@contextmanager
+def library_cycles() -> Iterator[list[str]]:
+    """Yield a list that, after the block, names the library objects and
+    frames that the block left on reference cycles."""
+    found: list[str] = []
+    gc.collect()
+    gc.disable()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        yield found
+    finally:
+        try:
+            gc.collect()
+            garbage = {id(obj): obj for obj in gc.garbage}
+        finally:
+            gc.set_debug(0)
+            gc.garbage.clear()
+            gc.enable()
+        found.extend(
+            sorted(
+                {
+                    _label(obj)
+                    for obj in garbage.values()
+                    if _in_library(obj) and _on_a_cycle(obj, garbage)
+                }
+            )
+        )
+        del garbage
+
+
+async def _all_parked(count: Callable[[], int], expected: int = 1) -> None:
+    while count() < expected:
+        await anyio.lowlevel.checkpoint()
+
+
+# -- waits that the other side fails -----------------------------------------
+
+
+async def _receive_ended_by_close(module: types.ModuleType) -> None:
+    tx, rx = module.channel(1)
+    received: list[object] = []
+
+    async def consume() -> None:
+        async for item in rx:
+            received.append(item)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(consume)
+        await _all_parked(lambda: rx.statistics().tasks_waiting_receive)
+        tx.close()  # the parked receive gets EndOfStream
+    rx.close()
+    assert received == []
+
+
+async def _send_broken_by_close(module: types.ModuleType) -> None:
+    tx, rx = module.channel(0)
+
+    async def produce() -> None:
+        with pytest.raises(anyio.BrokenResourceError):
+            await tx.send("item")
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(produce)
+        await _all_parked(lambda: tx.statistics().tasks_waiting_send)
+        rx.close()
+    tx.close()
+
+
+async def _oneshot_sender_closed() -> None:
+    tx, rx = oneshot.channel[int]()
+
+    async def receive() -> None:
+        with pytest.raises(anyio.EndOfStream):
+            await rx.receive()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(receive)
+        await anyio.lowlevel.checkpoint()
+        await anyio.lowlevel.checkpoint()
+        tx.close()
+
+
+async def _semaphore_closed() -> None:
+    semaphore = BatchSemaphore(0)
+
+    async def acquire() -> None:
+        with pytest.raises(anyio.ClosedResourceError):
+            await semaphore.acquire()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(acquire)
+        await _all_parked(lambda: semaphore.statistics().tasks_waiting)
+        semaphore.close()
+
+
+FAILED_WAITS: dict[str, Callable[[], Awaitable[None]]] = {
+    **{
+        f"{m.__name__.rsplit('.', 1)[1]} receive ended": partial(
+            _receive_ended_by_close, m
+        )
+        for m in (mpsc, spmc, mpmc)
+    },
+    **{
+        f"{m.__name__.rsplit('.', 1)[1]} send broken": partial(_send_broken_by_close, m)
+        for m in (mpsc, spmc, mpmc)
+    },
+    "oneshot sender closed": _oneshot_sender_closed,
+    "BatchSemaphore closed": _semaphore_closed,
+}
+
+
+@pytest.mark.parametrize("scenario", list(FAILED_WAITS))
+async def test_a_wait_the_other_side_fails_leaves_no_reference_cycle(
+    scenario: str,
+) -> None:
+    run = FAILED_WAITS[scenario]
+    await run()  # warm-up: first-use caches are not garbage
+    with library_cycles() as cycles:
+        for _ in range(5):
+            await run()
+    assert cycles == []
+
+
+# -- cancelled waits -----------------------------------------------------------
+
+
+class _WriteLock:
+    """An RWLock's write side as a lock that ``async with`` can take again."""
+
+    def __init__(self) -> None:
+        self._rwlock = RWLock()
+
+    async def __aenter__(self) -> None:
+        await self._rwlock.acquire_write()
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self._rwlock.release_write()
+
+
+def _locks() -> dict[str, Callable[[], Any]]:
+    return {
+        "Lock": Lock,
+        "Lock(fast_acquire=True)": lambda: Lock(fast_acquire=True),
+        "Semaphore": lambda: Semaphore(1),
+        "CapacityLimiter": lambda: CapacityLimiter(1),
+        "BatchSemaphore": lambda: BatchSemaphore(1),
+        "RWLock write": _WriteLock,
+    }
+
+
+@pytest.mark.parametrize("kind", list(_locks()))
+async def test_a_cancelled_contended_acquire_leaves_no_reference_cycle(
+    kind: str,
+) -> None:
+    make = _locks()[kind]
+
+    async def run() -> None:
+        lock = make()
+        async with lock, anyio.create_task_group() as tg:
+
+            async def contend() -> None:
+                with anyio.CancelScope() as scope:
+                    scopes.append(scope)
+                    async with lock:
+                        pytest.fail("acquired a held lock")
+
+            scopes: list[anyio.CancelScope] = []
+            tg.start_soon(contend)
+            while not scopes:
+                await anyio.lowlevel.checkpoint()
+            await anyio.lowlevel.checkpoint()  # parked on the lock
+            scopes[0].cancel()
+
+    await run()
+    with library_cycles() as cycles:
+        for _ in range(5):
+            await run()
+    assert cycles == []
+
+
+async def test_condition_wait_cancelled_while_reacquiring_leaves_no_reference_cycle(
+    anyio_backend_name: str,
+) -> None:
+    if anyio_backend_name != "asyncio":
+        pytest.skip("task.cancel(): AnyIO's shield keeps a scope's cancellation out")
+
+    async def run() -> None:
+        condition = Condition()
+        held: list[bool] = []
+
+        async def wait() -> None:
+            async with condition:
+                try:
+                    await condition.wait()
+                except asyncio.CancelledError:
+                    held.append(condition.locked())
+
+        task = asyncio.ensure_future(wait())
+        await _all_parked(lambda: condition.statistics().tasks_waiting)
+        async with condition:
+            condition.notify()
+            await asyncio.sleep(0)  # the waiter now waits for the lock
+            task.cancel()
+            await asyncio.sleep(0)
+        await task
+        assert held == [True]
+
+    await run()
+    with library_cycles() as cycles:
+        for _ in range(5):
+            await run()
+    assert cycles == []
+
+
+# -- what a primitive keeps after use -----------------------------------------
+
+
+async def _contend_lock(lock: Any) -> list[weakref.ref[object]]:
+    tasks: list[weakref.ref[object]] = []
+
+    async def worker() -> None:
+        tasks.append(weakref.ref(current_task_object()))
+        async with lock:
+            await anyio.lowlevel.checkpoint()
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(3):
+            tg.start_soon(worker)
+    return tasks
+
+
+async def _contend_channel(channel: Any) -> list[weakref.ref[object]]:
+    tx, rx = channel
+    tasks: list[weakref.ref[object]] = []
+
+    async def receive() -> None:
+        tasks.append(weakref.ref(current_task_object()))
+        assert await rx.receive() == "item"
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(receive)
+        await _all_parked(lambda: rx.statistics().tasks_waiting_receive)
+        await tx.send("item")
+    return tasks
+
+
+async def _contend_event(event: Event) -> list[weakref.ref[object]]:
+    tasks: list[weakref.ref[object]] = []
+
+    async def wait() -> None:
+        tasks.append(weakref.ref(current_task_object()))
+        await event.wait()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(wait)
+        await _all_parked(lambda: event.statistics().tasks_waiting)
+        event.set()
+    return tasks
+
+
+def _contended() -> dict[str, tuple[Callable[[], Any], Callable[[Any], Any]]]:
+    return {
+        "Lock": (Lock, _contend_lock),
+        "Semaphore": (lambda: Semaphore(1), _contend_lock),
+        "RWLock": (_WriteLock, _contend_lock),
+        "Event": (Event, _contend_event),
+        "mpsc": (lambda: mpsc.channel(1), _contend_channel),
+        "spmc": (lambda: spmc.channel(1), _contend_channel),
+        "mpmc": (lambda: mpmc.channel(math.inf), _contend_channel),
+    }
+
+
+@pytest.mark.parametrize("kind", list(_contended()))
+async def test_a_contended_primitive_dropped_leaves_no_reference_cycle(
+    kind: str,
+) -> None:
+    make, use = _contended()[kind]
+    await use(make())
+    with library_cycles() as cycles:
+        for _ in range(5):
+            await use(make())
+    assert cycles == []
+
+
+@pytest.mark.parametrize("kind", list(_contended()))
+async def test_a_primitive_keeps_no_task_that_waited_in_it(kind: str) -> None:
+    make, use = _contended()[kind]
+    primitive = make()
+    tasks = await use(primitive)
+    gc.collect()
+    assert tasks
+    assert [ref() for ref in tasks] == [None] * len(tasks)
+    del primitive
