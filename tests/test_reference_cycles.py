@@ -16,6 +16,7 @@ import asyncio
 import gc
 import math
 import os
+import sys
 import types
 import weakref
 from collections.abc import Awaitable, Callable, Iterator
@@ -33,6 +34,8 @@ from anyio_prims import (
     CapacityLimiter,
     Condition,
     Event,
+    Executor,
+    JoinHandle,
     Lock,
     RWLock,
     Semaphore,
@@ -42,6 +45,13 @@ from anyio_prims import (
     spmc,
 )
 from anyio_prims._core import current_task as current_task_object
+
+from ._tasks import settle
+
+if sys.version_info < (3, 11):
+    from exceptiongroup import (  # type: ignore[import-not-found,unused-ignore]
+        ExceptionGroup,
+    )
 
 pytestmark = pytest.mark.anyio
 
@@ -368,3 +378,92 @@ async def test_a_primitive_keeps_no_task_that_waited_in_it(kind: str) -> None:
     assert tasks
     assert [ref() for ref in tasks] == [None] * len(tasks)
     del primitive
+
+
+# -- the executor ---------------------------------------------------------------
+
+
+async def _fail(value: int) -> None:
+    await anyio.lowlevel.checkpoint()
+    raise ValueError(value)
+
+
+async def test_a_failed_job_awaited_leaves_no_reference_cycle() -> None:
+    async def run() -> None:
+        async with Executor() as executor:
+            with pytest.raises(ValueError, match="1"):
+                await executor.spawn(_fail, 1)
+
+    await run()
+    with library_cycles() as cycles:
+        for _ in range(5):
+            await run()
+    assert cycles == []
+
+
+async def test_a_failed_job_raised_at_the_exit_leaves_no_reference_cycle() -> None:
+    async def run() -> None:
+        with pytest.raises(ExceptionGroup) as caught:
+            async with Executor() as executor:
+                executor.spawn(_fail, 1)
+        assert caught.group_contains(ValueError, match="1")
+        del caught
+
+    await run()
+    with library_cycles() as cycles:
+        for _ in range(5):
+            await run()
+    assert cycles == []
+
+
+async def test_a_failed_job_keeps_its_traceback_however_often_it_is_awaited() -> None:
+    def depth(exc: BaseException) -> int:
+        count, tb = 0, exc.__traceback__
+        while tb is not None:
+            count, tb = count + 1, tb.tb_next
+        return count
+
+    async with Executor() as executor:
+        handle = executor.spawn(_fail, 1)
+        depths = []
+        for _ in range(20):
+            with pytest.raises(ValueError, match="1") as caught:
+                await handle
+            depths.append(depth(caught.value))
+            with pytest.raises(ValueError, match="1") as caught:
+                handle.result()
+            depths.append(depth(caught.value))
+        del caught
+    assert len(set(depths[2:])) == 1, depths
+
+
+async def test_an_executor_keeps_no_failed_job_whose_error_was_retrieved() -> None:
+    async with Executor() as executor:
+        handles: list[weakref.ref[JoinHandle[None]]] = []
+        for i in range(50):
+            handle = executor.spawn(_fail, i)
+            handles.append(weakref.ref(handle))
+            with pytest.raises(ValueError, match=str(i)):
+                await handle
+            del handle
+        gc.collect()
+        assert [ref() for ref in handles] == [None] * 50
+
+
+async def test_jobs_cancelled_while_queued_are_let_go_while_the_workers_are_busy() -> (
+    None
+):
+    async with Executor(max_workers=1) as executor:
+        busy = executor.spawn(anyio.sleep_forever)
+        await settle()  # the one worker runs it
+        handles: list[weakref.ref[JoinHandle[None]]] = []
+        for _ in range(1000):
+            handle = executor.spawn(anyio.sleep, 0)
+            handle.cancel()
+            handles.append(weakref.ref(handle))
+            del handle
+        gc.collect()
+        kept = sum(1 for ref in handles if ref() is not None)
+        assert kept <= 64, kept  # dead entries are dropped, not piled up
+        assert executor.statistics().jobs_queued == 0
+        busy.cancel()

@@ -40,11 +40,17 @@
 #   settles the job it holds as cancelled instead of starting it;
 # * ``_queue_dead`` counts the entries of ``_queue`` whose job was cancelled
 #   while queued (``JoinHandle.cancel``), which stay until a worker skips
-#   them: ``len(_queue) - _queue_dead`` jobs are queued, and that is what
-#   ``max_queued`` and the statistics count;
+#   them, or until they are more than half of the queue (and over 32): then
+#   the cancel drops them all in place, so busy workers let no pile of
+#   cancelled jobs build up.  ``len(_queue) - _queue_dead`` jobs are queued,
+#   and that is what ``max_queued`` and the statistics count;
 # * ``_nworkers <= max_workers`` when a bound is set.
 #
-# Errors.  A job's exception is stored on its handle.  Those never retrieved
+# Errors.  A job's exception is stored on its handle, with the traceback it
+# had when the job raised it (without the worker's frame), and every re-raise
+# starts from that traceback, as an asyncio.Future's does.  ``_failed`` lists
+# the failed jobs whose error nobody has retrieved yet; retrieving it removes
+# the job, so a long-lived block keeps none.  Those never retrieved
 # (by ``await``, ``result()`` or ``exception()``) when the block exits are
 # raised from it in an ExceptionGroup, with the body's own exception, as
 # anyio's TaskGroup does.  Cancelled jobs are not errors.  With
@@ -219,7 +225,10 @@ class Executor:
         self._nworkers = 0
         self._starting = False
         self._pending = 0
-        self._failed: list[JoinHandle[Any]] = []
+        #: Failed jobs whose error nobody has retrieved yet (in failure
+        #: order); retrieving it (JoinHandle._outcome, .exception()) removes
+        #: the job, so a long-lived block keeps no retrieved errors.
+        self._failed: dict[JoinHandle[Any], None] = {}
         self._trigger: BaseException | None = None
 
     # -- the block ---------------------------------------------------------
@@ -284,6 +293,7 @@ class Executor:
         errors = [job._value for job in self._failed if not job._retrieved]
         for job in self._failed:
             job._retrieved = True
+        self._failed.clear()  # job -> executor -> job: no cycle left behind
         trigger = self._trigger
         if trigger is not None and not any(e is trigger for e in errors):
             errors.insert(0, trigger)
@@ -336,12 +346,22 @@ class Executor:
         # submitter waiting for room gets the room it frees.
         self._queue_dead += 1  # first: settling the last job may close
         self._settle(job, CANCELLED, None)  # the executor, which resets it
+        queue = self._queue
+        if self._queue_dead > 32 and self._queue_dead * 2 > len(queue):
+            # Mostly dead while no worker takes from it (all busy): drop the
+            # dead entries in place (workers hold this deque), in order.
+            live = [j for j in queue if j._state == QUEUED]
+            queue.clear()
+            queue.extend(live)
+            self._queue_dead = 0
         if self._submitters.parked:
             self._admit_submitter()
 
     def _settle(self, job: JoinHandle[Any], state: int, value: object) -> None:
         job._state = state
         job._value = value
+        if state == FAILED:
+            job._tb = value.__traceback__  # type: ignore[attr-defined]
         job._fn = None
         job._args = ()
         waiters = job._waiters
@@ -361,7 +381,7 @@ class Executor:
 
     def _failed_with(self, job: JoinHandle[Any], exc: BaseException) -> None:
         self._settle(job, FAILED, exc)
-        self._failed.append(job)
+        self._failed[job] = None
         if self._fail_fast and not self._cancelling:
             self._trigger = exc
             self._cancel_all()
@@ -570,6 +590,9 @@ class Executor:
                 elif self._closed:
                     return False
                 else:
+                    # An idle worker keeps neither its last job nor its
+                    # result: they go with their last user.
+                    job = value = None  # type: ignore[assignment]
                     # idle.park(None, self._give_back), written out: one
                     # coroutine frame less per idle wait.  Idle workers are
                     # only ever granted (a job, or None at the close).
@@ -614,7 +637,14 @@ class Executor:
                 try:
                     value = await job._fn(*job._args)  # type: ignore[misc]
                 except Exception as exc:
-                    self._failed_with(job, exc)
+                    # Stored without this frame, as Trio stores a task's
+                    # error: the frame holds the executor and the job, which
+                    # hold the exception (a cycle), and shows nothing useful.
+                    tb = exc.__traceback__
+                    self._failed_with(
+                        job, exc.with_traceback(tb.tb_next if tb else None)
+                    )
+                    del tb
                 except BaseException as exc:
                     if not _is_cancellation(exc):
                         job._retrieved = True  # the task group raises it

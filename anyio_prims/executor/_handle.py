@@ -106,6 +106,7 @@ class JoinHandle(Generic[T]):
         "_retrieved",
         "_scope",
         "_state",
+        "_tb",
         "_value",
         "_waiters",
     )
@@ -121,6 +122,9 @@ class JoinHandle(Generic[T]):
         self._args = args
         self._state = QUEUED
         self._value: Any = None
+        #: A failed job's traceback as it settled: every re-raise starts
+        #: from it, so re-raising does not make it grow (as asyncio.Future).
+        self._tb: Any = None
         self._waiters: WaitQueue[None] | None = None
         self._retrieved = False
         self._cancel_requested = False
@@ -160,7 +164,12 @@ class JoinHandle(Generic[T]):
         if self._state == SUCCEEDED:  # _outcome()'s common case, no call
             value: T = self._value
             return value
-        return self._outcome()
+        try:
+            return self._outcome()
+        finally:
+            # A raise keeps this frame in the stored exception's traceback:
+            # no local may lead back to the handle (a cycle).
+            self = executor = None  # type: ignore[assignment]
 
     def _outcome(self) -> T:
         state = self._state
@@ -168,8 +177,14 @@ class JoinHandle(Generic[T]):
             value: T = self._value
             return value
         self._retrieved = True
+        self._executor._failed.pop(self, None)
         if state == FAILED:
-            raise self._value
+            exc: BaseException = self._value
+            try:
+                raise exc.with_traceback(self._tb)
+            finally:
+                # The traceback keeps this frame: no cycle through it.
+                del exc, self
         raise JobCancelled("the job was cancelled")
 
     def cancel(self) -> bool:
@@ -214,7 +229,10 @@ class JoinHandle(Generic[T]):
         """
         if self._state < SUCCEEDED:
             raise RuntimeError("the job has not finished: await the handle first")
-        return self._outcome()
+        try:
+            return self._outcome()
+        finally:
+            self = None  # type: ignore[assignment]  # as in __await__
 
     def exception(self) -> BaseException | None:
         """The job's exception, or ``None`` if it returned, without waiting.
@@ -231,6 +249,7 @@ class JoinHandle(Generic[T]):
         if state == SUCCEEDED:
             return None
         self._retrieved = True
+        self._executor._failed.pop(self, None)
         if state == CANCELLED:
             raise JobCancelled("the job was cancelled")
         exc: BaseException = self._value

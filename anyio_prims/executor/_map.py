@@ -120,7 +120,10 @@ class MapIterator(Generic[T]):
                     raise StopAsyncIteration
                 ready = self._take_ready()
                 if ready is not None:
-                    return await ready
+                    try:
+                        return await ready
+                    finally:
+                        del ready  # a raise keeps this frame (see _handle)
                 if not self._exhausted and self._in_flight() < self._window:
                     await self._read_one()
                     continue
@@ -139,6 +142,7 @@ class MapIterator(Generic[T]):
                         # The job's own error, retrieved by this await: it
                         # is delivered even if the map was closed meanwhile.
                         self._pop_head(head)
+                        del head  # a raise keeps this frame (see _handle)
                         raise
                     self._pop_head(head)
                     if self._closed:
