@@ -242,6 +242,11 @@ class TrioWaiter(Waiter[P]):
     # task, learns of a cancellation, and tells it.
     __slots__ = ("_task", "owner")
 
+    #: Where it is parked; None once settled (set again when it is reused).
+    owner: Parking[Any]
+    #: The parked Trio task; None once settled.
+    _task: Any
+
     def __init__(self, payload: P, owner: Parking[Any]) -> None:
         # Waiter.__init__ inlined, as in AsyncioWaiter.
         self.payload = payload
