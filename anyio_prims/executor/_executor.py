@@ -588,6 +588,9 @@ class Executor:
                     if submitters.parked:
                         self._admit_submitter()
                 elif self._closed:
+                    # Nor does a finished worker's frame, which a failed
+                    # job's traceback may keep (its frame's f_back on 3.12+).
+                    job = value = None  # type: ignore[assignment]
                     return False
                 else:
                     # An idle worker keeps neither its last job nor its
