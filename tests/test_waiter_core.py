@@ -9,6 +9,8 @@ and run with both the native and the generic waiter.
 from __future__ import annotations
 
 import asyncio
+import copy
+import pickle
 import sys
 from collections.abc import Callable, Coroutine
 from typing import Any
@@ -738,6 +740,36 @@ async def test_slot_grant_head_grants_the_parked_waiter_and_empties_the_slot() -
         assert slot.parked is None
         assert slot.grant_head(8) is None
     assert results == {"a": 7}
+
+
+@pytest.mark.parametrize("kind", ["queue", "slot"])
+async def test_a_wait_structure_copies_empty_but_not_with_a_parked_task(
+    kind: str,
+) -> None:
+    # Pins __getstate__ of both structures (see _core/_copying.py): a copy,
+    # deep copy or pickle of an idle one is an empty one; one with a parked
+    # task raises TypeError (a task cannot be copied), for a Slot as for a
+    # WaitQueue.
+    structure: WaitQueue[str] | Slot[str] = WaitQueue() if kind == "queue" else Slot()
+    results: dict[object, object] = {}
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(park_into, structure, "a", results)
+        await settle()
+        for attempt in (copy.copy, copy.deepcopy, pickle.dumps):
+            with pytest.raises(TypeError, match="parked task"):
+                attempt(structure)
+        waiter = structure.pop()
+        assert waiter is not None
+        waiter.grant(1)
+    assert results == {"a": 1}
+    for dup in (
+        copy.copy(structure),
+        copy.deepcopy(structure),
+        pickle.loads(pickle.dumps(structure)),
+    ):
+        assert type(dup) is type(structure)
+        assert not dup
+        assert dup.pop() is None
 
 
 @pytest.mark.usefixtures("native_asyncio_only")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import enum
 import gc
 import math
 import pickle
@@ -949,6 +950,71 @@ async def test_receive_many_of_a_non_int_raises_type_error(
     tx, rx = channel(flavour, 1)
     await tx.send(1)
     with pytest.raises(TypeError, match="max_items"):
+        await rx.receive_many(max_items)
+    assert rx.receive_nowait() == 1
+
+
+class Count(enum.IntEnum):
+    """An int subclass that is not bool: a valid integer argument."""
+
+    MINUS_ONE = -1
+    ZERO = 0
+    ONE = 1
+    TWO = 2
+
+
+async def test_an_int_subclass_capacity_of_zero_makes_a_rendezvous(
+    flavour: str,
+) -> None:
+    # Pins check_capacity (which only an int subclass reaches with a valid
+    # value): zero is accepted, as a plain int, and means a rendezvous.
+    tx, rx = channel(flavour, Count.ZERO)
+    stats = tx.statistics()
+    assert stats.capacity == 0
+    assert type(stats.capacity) is int
+    with pytest.raises(anyio.WouldBlock):
+        tx.send_nowait("x")  # no receiver waiting, no buffer
+    async with anyio.create_task_group() as tg:
+        receiver = Call(rx.receive).start(tg)
+        await settle()
+        tx.send_nowait("x")  # straight to the waiting receiver
+    assert receiver.result == "x"
+    assert rx.statistics().items_buffered == 0
+
+
+async def test_an_int_subclass_capacity_buffers_that_many_items(flavour: str) -> None:
+    tx, rx = channel(flavour, Count.TWO)
+    assert type(tx.statistics().capacity) is int
+    tx.send_nowait(1)
+    tx.send_nowait(2)
+    with pytest.raises(anyio.WouldBlock):
+        tx.send_nowait(3)
+    assert [rx.receive_nowait(), rx.receive_nowait()] == [1, 2]
+
+
+def test_a_negative_int_subclass_capacity_raises_value_error(flavour: str) -> None:
+    with pytest.raises(ValueError, match="capacity"):
+        channel(flavour, Count.MINUS_ONE)
+
+
+async def test_receive_many_takes_an_int_subclass_max_items(flavour: str) -> None:
+    # Pins check_max_items (which only an int subclass reaches with a valid
+    # value): 1 and 2 are valid, and bound the items taken.
+    tx, rx = channel(flavour, 5)
+    for i in range(4):
+        tx.send_nowait(i)
+    assert await rx.receive_many(Count.ONE) == [0]
+    assert await rx.receive_many(Count.TWO) == [1, 2]
+    assert await rx.receive_many(Count.TWO) == [3]
+
+
+@pytest.mark.parametrize("max_items", [Count.ZERO, Count.MINUS_ONE])
+async def test_receive_many_of_an_int_subclass_below_one_raises_value_error(
+    flavour: str, max_items: Count
+) -> None:
+    tx, rx = channel(flavour, 1)
+    tx.send_nowait(1)
+    with pytest.raises(ValueError, match="max_items"):
         await rx.receive_many(max_items)
     assert rx.receive_nowait() == 1
 
