@@ -785,6 +785,26 @@ async def test_a_cancelled_loop_of_submits_stops_within_the_budget(
         assert [await h for h in handles] == [2] * len(handles)
 
 
+async def test_from_a_full_budget_the_last_non_blocking_submit_is_the_checkpoint() -> (
+    None
+):
+    # Pins submit()'s budget test exactly: from a full budget, the
+    # BUDGET_SIZE-th non-blocking submit() reaches the checkpoint (and
+    # raises the pending cancellation), not the one after it.  (The
+    # cancelled loop of submits above cannot tell the two apart unless the
+    # budget happens to be full as it starts.)
+    async with Executor(1) as ex:
+        calls = 0
+        with anyio.CancelScope() as scope:
+            scope.cancel()
+            BUDGET.left = BUDGET_SIZE  # as a checkpoint leaves it
+            for _ in range(2 * BUDGET_SIZE):
+                calls += 1  # counts the call that raises, too
+                await ex.submit(double, 1)
+        assert scope.cancelled_caught
+        assert calls == BUDGET_SIZE
+
+
 async def test_cancelled_submit_spawns_nothing() -> None:
     release = anyio.Event()
 
@@ -1131,6 +1151,52 @@ async def test_job_raising_a_base_exception_group_is_a_failure_not_a_cancellatio
             await settle()
     assert info.value.subgroup(Boom) is not None
     assert not handle.cancelled()
+
+
+async def test_job_base_exception_leaves_the_block_in_the_task_groups_own_group() -> (
+    None
+):
+    # Pins: a job's BaseException (not a cancellation) propagates out of its
+    # worker, so the block raises the group the executor's task group
+    # raised, as a task group does for a task; it is not kept as an
+    # unretrieved job error and re-wrapped in a new Executor group.
+    with pytest.raises(BaseExceptionGroup) as theirs:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(raise_boom)
+    with pytest.raises(BaseExceptionGroup) as ours:  # noqa: PT012 (the block under test)
+        async with Executor() as ex:
+            ex.spawn(raise_boom)
+            await settle()
+    assert [type(e) for e in ours.value.exceptions] == [Boom]
+    assert ours.value.message == theirs.value.message
+
+
+async def test_queued_jobs_are_cancelled_in_spawn_order_when_the_block_fails(
+    anyio_backend: Any,
+) -> None:
+    # Pins _cancel_queued's order: the jobs still queued when the executor
+    # is cancelled are settled in spawn order, so the tasks awaiting them
+    # wake in that order.  asyncio only: Trio runs the tasks woken in one
+    # step in an order of its own choosing (forward or reversed at random).
+    if anyio_backend[0] != "asyncio":
+        pytest.skip("Trio does not keep the wake-up order of tasks woken at once")
+    woken: list[int] = []
+
+    async def join(i: int, handle: JoinHandle[None]) -> None:
+        with pytest.raises(JobCancelled):
+            await handle
+        woken.append(i)
+
+    async with anyio.create_task_group() as outside:
+        with pytest.RaisesGroup(pytest.RaisesExc(ValueError, match="body fails")):
+            async with Executor(max_workers=1) as ex:
+                ex.spawn(sleep_forever)  # keeps the only worker busy
+                for i in range(4):
+                    outside.start_soon(join, i, ex.spawn(noop))  # queued
+                await anyio.wait_all_tasks_blocked()
+                assert ex.statistics().jobs_queued == 4
+                raise ValueError("body fails")
+    assert woken == [0, 1, 2, 3]
 
 
 async def test_spawn_many_with_items_that_are_not_tuples_raises_type_error() -> None:
