@@ -53,6 +53,7 @@ RUNS_USER_CODE = {
     ("executor/_executor.py", "_work_in_scope"),
     ("executor/_executor.py", "spawn_many"),
     ("executor/_map.py", "_read_one"),
+    ("sync/_event.py", "wait_for"),
 }
 
 
@@ -283,7 +284,14 @@ def test_user_code_the_library_calls_stays_interruptible_on_trio() -> None:
         note("spawn_many argument")
         yield ()
 
+    def predicate() -> bool:
+        note("wait_for predicate")
+        return True
+
     async def main() -> None:
+        condition = Condition()
+        async with condition:
+            assert await condition.wait_for(predicate)
         async with Executor() as executor:
             await executor.spawn(job)
             assert [r async for r in executor.map(mapped, inputs())] == [1]
@@ -297,6 +305,7 @@ def test_user_code_the_library_calls_stays_interruptible_on_trio() -> None:
         "map input": False,
         "async map input": False,
         "spawn_many argument": False,
+        "wait_for predicate": False,
         "the caller, after": False,
     }
 

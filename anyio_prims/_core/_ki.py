@@ -19,9 +19,10 @@
 # imports Trio itself: it is an optional extra).  Exception: the functions
 # tagged ``runs_user_code``, which call user code that may run for long (an
 # executor worker runs its jobs; the map reads its input; ``spawn_many``
-# iterates its argument).  Those are marked *unprotected*, not left
-# unmarked, so that the walk stops there and the user code stays
-# interruptible, as in a task of its own; their nested code is left alone.
+# iterates its argument; ``Condition.wait_for`` calls its predicate).
+# Those are marked *unprotected*, not left unmarked, so that the walk stops
+# there and the user code stays interruptible, as in a task of its own;
+# their nested code is left alone.
 #
 # Invariant: once ``protect_from_keyboard_interrupt`` has run, every code
 # object of a loaded anyio_prims module is marked, protected or (tagged)

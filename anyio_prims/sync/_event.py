@@ -39,6 +39,7 @@ from .._core import (
     checkpoint,
     checkpoint_if_cancelled,
     current_task,
+    runs_user_code,
 )
 from ._lock import Lock
 
@@ -269,6 +270,7 @@ class Condition(CopiedWhole):
                     # ``caught``'s traceback keeps this frame: no cycle.
                     del caught
 
+    @runs_user_code  # the predicate
     async def wait_for(self, predicate: Callable[[], T]) -> T:
         """Wait until ``predicate()`` is true; return its value.
 
