@@ -35,6 +35,10 @@ ints 0, 1, 2, ... and every case checks their sum and count at the end):
                              each), the main task consumes; per message.
 ``mpmc_4p4c_cap64``          4 producers, 4 consumers; per message.
 
+The batch cases have one more row on asyncio and uvloop, ``asyncio_budgeted``:
+asyncio.Queue under anyio-prims' checkpoint policy (``peers.BudgetedQueue``),
+a reference for what the policy alone costs there, not a peer.
+
 A case a row cannot express is left out (mpsc in multi-consumer cases, spmc
 in multi-producer cases, aiologic below capacity 1); the table shows a blank.
 
@@ -48,7 +52,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from harness import Body, Native, Suite, ValidationError, expect, perf_counter
-from peers import ChannelImpl, channel_impls
+from peers import BUDGETED_QUEUE, ChannelImpl, channel_impls
 
 MESSAGES = 16_384
 EXPECTED_SUM = MESSAGES * (MESSAGES - 1) // 2
@@ -462,29 +466,30 @@ def main() -> None:
         unit="round trip (two task switches)",
         limit=SWITCHING,
     )
-    for capacity, cap_name in ((64, "cap64"), (math.inf, "unbounded")):
-        for consumers in (1, 2, 4, 8):
-            each(
-                f"spmc_batch_{consumers}c_{cap_name}",
-                lambda i, k=consumers, c=capacity: spmc_batch(i, native, k, c),
+    # The batch cases also run asyncio.Queue under anyio-prims' checkpoint
+    # policy (the reference row ``asyncio_budgeted``): what the policy alone
+    # costs where the targets compare with asyncio.Queue, which never yields.
+    batch_impls = [*impls, BUDGETED_QUEUE]
+
+    def batch(case: str, make: Any) -> None:
+        for impl in batch_impls:
+            suite.add(
+                case,
+                impl,
+                make(impl),
                 inner_loops=MESSAGES,
                 unit="message",
                 limit=ONE_TASK,
             )
-    each(
-        "mpsc_4p1c_cap64",
-        lambda i: mpsc_batch(i, native, 4),
-        inner_loops=MESSAGES,
-        unit="message",
-        limit=ONE_TASK,
-    )
-    each(
-        "mpmc_4p4c_cap64",
-        lambda i: mpmc_batch(i, native, 4, 4),
-        inner_loops=MESSAGES,
-        unit="message",
-        limit=ONE_TASK,
-    )
+
+    for capacity, cap_name in ((64, "cap64"), (math.inf, "unbounded")):
+        for consumers in (1, 2, 4, 8):
+            batch(
+                f"spmc_batch_{consumers}c_{cap_name}",
+                lambda i, k=consumers, c=capacity: spmc_batch(i, native, k, c),
+            )
+    batch("mpsc_4p1c_cap64", lambda i: mpsc_batch(i, native, 4))
+    batch("mpmc_4p4c_cap64", lambda i: mpmc_batch(i, native, 4, 4))
 
 
 if __name__ == "__main__":

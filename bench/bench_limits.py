@@ -1,9 +1,10 @@
 """The two limits every other figure is read against, measured in the same run.
 
 ``limits.limit_minimal_channel.<backend>.bare``
-    A deque behind two plain async functions (``await send(x)`` appends,
-    ``await receive()`` pops), one task, one send+receive per loop: the cost of
-    the Python calls a channel cannot avoid.  No checkpoint, never blocks.
+    bench_channels' ``ready_send_receive`` body on a deque behind two plain
+    async functions (``await send(x)`` appends, ``await receive()`` pops), one
+    task, one send+receive per loop: the cost of the Python calls a channel
+    cannot avoid.  No checkpoint, never blocks.
 
 ``limits.limit_park_unpark.<backend>.bare``
     Two tasks ping-ponging through the backend's bare wake-up mechanism, one
@@ -29,6 +30,14 @@
     no checkpoint, no owner.  Not a target: what the handoff case costs at
     least with an awaitable ``acquire``, next to the bare switch.
 
+``limits.limit_budgeted_channel.<backend>.bare``
+    The same body on the minimal channel under anyio-prims' checkpoint
+    policy and nothing else: each call spends a unit of the library's
+    budget and takes the library's checkpoint when it is spent
+    (``peers.BudgetedMinimalChan``).
+    Read against ``limit_minimal_channel``, it is what the policy itself
+    costs a ``ready_send_receive`` loop.  Not a target.
+
 Run as ``python bench/bench_limits.py --backend asyncio`` plus pyperf options;
 bench/run.py does that for every backend.
 """
@@ -38,25 +47,17 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from bench_channels import pingpong
+from bench_channels import pingpong, ready_send_receive
 from bench_sync import lock_handoff
 from harness import Impl, Suite, expect, perf_counter
-from peers import MINIMAL_CHANNEL, MINIMAL_LOCK_HANDOFF, MINIMAL_PINGPONG, MinimalChan
+from peers import (
+    BUDGETED_MINIMAL_CHANNEL,
+    MINIMAL_CHANNEL,
+    MINIMAL_LOCK_HANDOFF,
+    MINIMAL_PINGPONG,
+)
 
 BARE_SWITCH = Impl("bare", "limit: bare wake-up, no cancellation handling")
-
-
-async def minimal_channel(loops: int) -> float:
-    chan = MinimalChan()
-    send, receive = chan.send, chan.receive
-    total = 0
-    t0 = perf_counter()
-    for i in range(loops):
-        await send(i)
-        total += await receive()
-    elapsed = perf_counter() - t0
-    expect(total == loops * (loops - 1) // 2, f"minimal channel checksum {total}")
-    return elapsed
 
 
 async def park_unpark_asyncio(loops: int) -> float:
@@ -136,8 +137,16 @@ def main() -> None:
     suite.add(
         "limit_minimal_channel",
         MINIMAL_CHANNEL,
-        minimal_channel,
+        ready_send_receive(MINIMAL_CHANNEL),
         unit="send+receive",
+    )
+    # The minimal channel again, under the checkpoint policy alone.
+    suite.add(
+        "limit_budgeted_channel",
+        BUDGETED_MINIMAL_CHANNEL,
+        ready_send_receive(BUDGETED_MINIMAL_CHANNEL),
+        unit="send+receive",
+        limit="limit_minimal_channel",
     )
     suite.add(
         "limit_park_unpark",

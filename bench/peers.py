@@ -452,6 +452,98 @@ MINIMAL_PINGPONG = [
 ]
 
 
+# The checkpoint policy's own cost.  anyio-prims' budget (a call that does not
+# block spends one unit; when the budget is spent the call checkpoints first;
+# a call that parks refills it) put on two implementations that have no
+# checkpoint of their own: the minimal channel and asyncio.Queue.  The
+# library's own counter and checkpoint are used, written as its hot paths
+# write them (less the ``strict`` test), so the rows follow the library.
+# References, not targets: what the policy costs before a channel does
+# anything else, read in the same run as the targets it constrains.
+
+_BUDGET: Any
+_budget_checkpoint: Any
+_BUDGET, _budget_missing = _find("anyio_prims._core:BUDGET")
+_budget_checkpoint, _ = _find("anyio_prims._core:budget_checkpoint")
+_BUDGET_SIZE: int = getattr(_BUDGET, "left", 64)  # full at import
+
+
+class BudgetedMinimalChan(MinimalChan):
+    """MinimalChan under the checkpoint policy: a checkpoint every 64 calls."""
+
+    __slots__ = ()
+
+    async def _send(self, item: Any) -> None:
+        budget = _BUDGET
+        budget.left -= 1
+        if budget.left <= 0:
+            await _budget_checkpoint()
+        self._items.append(item)
+
+    async def _receive(self) -> Any:
+        budget = _BUDGET
+        budget.left -= 1
+        if budget.left <= 0:
+            await _budget_checkpoint()
+        return self._items.popleft()
+
+
+class BudgetedQueue(asyncio.Queue[Any]):
+    """asyncio.Queue under the checkpoint policy.
+
+    As in the library, only a call that can proceed takes the due
+    checkpoint; one that must wait parks at once (Queue's own wait) and
+    refills the budget.  Otherwise Queue's own ``put``/``get``: their fast
+    path is ``put_nowait``/``get_nowait`` after a ``full()``/``empty()``
+    test, written out here so that no coroutine frame is added.
+    """
+
+    async def put(self, item: Any) -> None:
+        budget = _BUDGET
+        budget.left -= 1
+        if budget.left <= 0 and not self.full():
+            await _budget_checkpoint()
+        if self.full():
+            budget.left = _BUDGET_SIZE  # parking is the schedule point
+            await super().put(item)
+        else:
+            self.put_nowait(item)
+
+    async def get(self) -> Any:
+        budget = _BUDGET
+        budget.left -= 1
+        if budget.left <= 0 and not self.empty():
+            await _budget_checkpoint()
+        if self.empty():
+            budget.left = _BUDGET_SIZE
+            return await super().get()
+        return self.get_nowait()
+
+
+class BudgetedQueueChan(AsyncioQueueChan):
+    __slots__ = ()
+
+    def __init__(self, capacity: float) -> None:
+        q = BudgetedQueue(0 if capacity == math.inf else int(capacity))
+        self._q = q
+        self.send, self.receive = q.put, q.get
+
+
+_BUDGETED_REFERENCE = "reference: anyio-prims' budget on a checkpoint-free peer"
+#: The reference row ``limits.limit_budgeted_channel``.
+BUDGETED_MINIMAL_CHANNEL = ChannelImpl(
+    "bare", _BUDGETED_REFERENCE, BudgetedMinimalChan, missing=_budget_missing
+)
+#: The reference row ``asyncio_budgeted`` of the channels' batch cases.
+BUDGETED_QUEUE = ChannelImpl(
+    "asyncio_budgeted",
+    _BUDGETED_REFERENCE,
+    BudgetedQueueChan,
+    backends=ASYNCIO_ONLY,
+    missing=_budget_missing,
+)
+
+
 class FutureLock:
     """A minimal lock on asyncio: a flag and a FIFO of loop futures, the lock
     handed straight to the first waiter on release.  No cancellation

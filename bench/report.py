@@ -411,6 +411,23 @@ def apart(a: Row, b: Row) -> datetime.timedelta | None:
     return gap
 
 
+def worst_over_best(
+    index: Index,
+    backend: str,
+    numerators: list[tuple[str, str, str]],
+    denominators: list[tuple[str, str, str]],
+) -> tuple[float, Row, Row] | None:
+    """The worst numerator present over the best denominator present, and
+    the two rows; ``None`` if either side has no row on ``backend``."""
+    nums = [r for a, c, i in numerators if (r := index.get(a, c, backend, i))]
+    dens = [r for a, c, i in denominators if (r := index.get(a, c, backend, i))]
+    if not nums or not dens:
+        return None
+    worst = max(nums, key=lambda r: r.median)
+    best = min(dens, key=lambda r: r.median)
+    return worst.median / best.median, worst, best
+
+
 def target_table(index: Index) -> list[str]:
     backends = index.backends
     widest: datetime.timedelta | None = None
@@ -424,16 +441,13 @@ def target_table(index: Index) -> list[str]:
             if backend not in target.backends:
                 cells.append("")
                 continue
-            nums = [index.get(a, c, backend, i) for a, c, i in target.numerators]
-            dens = [index.get(a, c, backend, i) for a, c, i in target.denominators]
-            nums_ok = [r for r in nums if r is not None]
-            dens_ok = [r for r in dens if r is not None]
-            if not nums_ok or not dens_ok:
+            found = worst_over_best(
+                index, backend, target.numerators, target.denominators
+            )
+            if found is None:
                 cells.append("n/a")
                 continue
-            worst = max(nums_ok, key=lambda r: r.median)
-            best = min(dens_ok, key=lambda r: r.median)
-            ratio = worst.median / best.median
+            ratio, worst, best = found
             mark = "✓" if ratio <= target.threshold else "✗"
             gap = apart(worst, best)
             if gap is not None and gap > APART:
@@ -458,6 +472,106 @@ def target_table(index: Index) -> list[str]:
             "",
         ]
     return lines
+
+
+def reference_table(index: Index) -> list[str]:
+    """The targets that a reference row bounds, read against that row.
+
+    Two kinds of reference, each measured in the same run as the targets:
+    peers with no checkpoint put under anyio-prims' budget (the minimal
+    channel, asyncio.Queue), and the minimal parking channel and lock, whose
+    awaitable methods do nothing but park and wake.
+    """
+    minimal = ("limits", "limit_minimal_channel", "bare")
+    budgeted_minimal = ("limits", "limit_budgeted_channel", "bare")
+    switch = ("limits", "limit_park_unpark", "bare")
+    flavours = [("channels", "ready_send_receive", f) for f in BUDGETED_FLAVOURS]
+    # (text, numerators, denominators)
+    pairs = [
+        (
+            "`ready_send_receive`: the minimal channel under the policy,"
+            " x the minimal channel",
+            [budgeted_minimal],
+            [minimal],
+        ),
+        (
+            "`ready_send_receive`: budgeted flavours (worst), x the minimal"
+            " channel under the policy",
+            flavours,
+            [budgeted_minimal],
+        ),
+        (
+            "`pingpong_cap1`: the minimal parking channel x park/unpark",
+            [("limits", "limit_minimal_pingpong", "bare")],
+            [switch],
+        ),
+        (
+            "`pingpong_cap1`: budgeted flavours (worst), x the minimal parking channel",
+            [("channels", "pingpong_cap1", f) for f in BUDGETED_FLAVOURS],
+            [("limits", "limit_minimal_pingpong", "bare")],
+        ),
+        (
+            "`lock_handoff`: the minimal lock x park/unpark",
+            [("limits", "limit_minimal_lock_handoff", "bare")],
+            [switch],
+        ),
+        (
+            "`lock_handoff`: `anyio_prims_fast` and `anyio_prims_batch` (worst),"
+            " x the minimal lock",
+            [
+                ("sync", "lock_handoff", "anyio_prims_fast"),
+                ("sync", "lock_handoff", "anyio_prims_batch"),
+            ],
+            [("limits", "limit_minimal_lock_handoff", "bare")],
+        ),
+    ]
+    for case in sorted({r.case for r in index.rows if r.impl == "asyncio_budgeted"}):
+        flavour = f"anyio_prims_{case[:4]}"  # spmc_batch_..., mpsc_..., mpmc_...
+        queue = ("channels", case, "asyncio")
+        budgeted_queue = ("channels", case, "asyncio_budgeted")
+        ours = ("channels", case, flavour)
+        pairs += [
+            (
+                f"`{case}`: asyncio.Queue under the policy, x asyncio.Queue",
+                [budgeted_queue],
+                [queue],
+            ),
+            (f"`{case}`: `{flavour}` x asyncio.Queue", [ours], [queue]),
+            (
+                f"`{case}`: `{flavour}` x asyncio.Queue under the policy",
+                [ours],
+                [budgeted_queue],
+            ),
+        ]
+    backends = index.backends
+    lines = [
+        "| ratio | " + " | ".join(BACKEND_TITLE[b] for b in backends) + " |",
+        "|---|" + "---:|" * len(backends),
+    ]
+    for text, numerators, denominators in pairs:
+        cells = []
+        for backend in backends:
+            found = worst_over_best(index, backend, numerators, denominators)
+            cells.append("" if found is None else fmt_ratio(found[0]))
+        if any(cells):
+            lines.append(f"| {text} | " + " | ".join(cells) + " |")
+    if len(lines) == 2:
+        return []
+    return [
+        "### What the reference rows bound",
+        "",
+        "Not targets: each first ratio of a group is a floor under the target"
+        " of that case, measured in the same run.  'Under the policy' is a"
+        " peer with no checkpoint of its own put under anyio-prims' budget"
+        " (a checkpoint at least every 64 calls, the library's own counter"
+        " and checkpoint): what the checkpoint policy costs by itself.  The"
+        " minimal parking channel and lock only park and wake: what any"
+        " awaitable `send`/`receive` or `acquire` costs before it does"
+        " anything of its own.",
+        "",
+        *lines,
+        "",
+    ]
 
 
 # --------------------------------------------------------------------------
@@ -499,7 +613,15 @@ def chart(index: Index, backend: str, out: Path) -> Path | None:
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch
 
-    rows = [r for r in index.rows if r.backend == backend and r.area != "limits"]
+    # Limits and reference rows (a peer under anyio-prims' budget) are not
+    # implementations a user picks: the tables show them, the chart does not.
+    rows = [
+        r
+        for r in index.rows
+        if r.backend == backend
+        and r.area != "limits"
+        and not r.checkpoints.startswith("reference:")
+    ]
     bars = [(r, ratio) for r in rows if (ratio := index.ratio_native(r)) is not None]
     if not bars:
         return None
@@ -614,6 +736,7 @@ def report(paths: list[Path], out: Path) -> list[str]:
     for backend in index.backends:
         lines += summary_table(index, backend)
     lines += ["### Targets", "", *target_table(index)]
+    lines += reference_table(index)
     charts = []
     for backend in index.backends:
         lines += backend_table(index, backend)
