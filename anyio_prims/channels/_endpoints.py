@@ -237,7 +237,9 @@ class ReceiveEndpoint(_Endpoint, ObjectReceiveStream[T_co], Generic[T_co]):
         cancellation propagates.
 
         :raises anyio.EndOfStream: if the buffer is empty and every sender is
-            closed (``async for`` ends)
+            closed (``async for`` ends); while an item granted to another
+            receive may still be given back (that receive has not resumed),
+            the call waits for it instead
         :raises anyio.ClosedResourceError: if this endpoint is closed, or is
             closed while the call waits
         :raises anyio.BusyResourceError: on a single receiver (mpsc), if
@@ -314,6 +316,10 @@ class ReceiveEndpoint(_Endpoint, ObjectReceiveStream[T_co], Generic[T_co]):
             state.recv_floor = (
                 INF if in_flight or (send_waiters.parked and send_waiters) else 0
             )
+        elif not in_flight and not state.senders:
+            # The last item in flight is delivered and no sender is open: the
+            # receivers that waited for it get the end of the stream (I4).
+            state.end_of_stream()
         item: T_co = waiter.value
         # Recycle the waiter (see _core/_waiter.py).
         waiter.payload = waiter.value = None
@@ -325,7 +331,8 @@ class ReceiveEndpoint(_Endpoint, ObjectReceiveStream[T_co], Generic[T_co]):
 
         :raises anyio.WouldBlock: if no item is buffered and no sender waits
         :raises anyio.EndOfStream: if the buffer is empty and every sender is
-            closed
+            closed (``WouldBlock`` while an item granted to another receive
+            may still be given back)
         :raises anyio.ClosedResourceError: if this endpoint is closed
         :raises anyio.BusyResourceError: on a single receiver (mpsc), if
             another task is blocked receiving on it

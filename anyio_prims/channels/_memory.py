@@ -13,7 +13,8 @@
 # * a parked send whose cancellation has arrived delivers nothing, even to
 #   a receive_nowait() before it resumes (anyio delivers it and raises);
 # * a receive granted an item and cancelled before it ran passes the item
-#   on (anyio loses it);
+#   on (anyio loses it), before the end of the stream if the last sender
+#   closed meanwhile;
 # * when the last receiver closes, buffered items are released at once
 #   (anyio keeps them until the streams are collected), so
 #   ``current_buffer_used`` is 0 from then on.

@@ -24,6 +24,10 @@
 #   I2  a sender is parked    =>  the buffer holds >= capacity items
 #   I3  ``in_flight`` lists, in grant order, the receivers granted an item
 #       whose tasks have not resumed yet; ``waiter.value`` is the item
+#   I4  the end of the stream is reported (EndOfStream) only when no sender
+#       is open, the buffer is empty and ``in_flight`` is empty: an
+#       in-flight item can still come back (below), so until the last one
+#       has resumed, receivers wait for it
 # The buffer may exceed the capacity by the items given back (below); sends
 # wait until it is below the capacity again.
 #
@@ -54,7 +58,8 @@
 #   of the buffer.  Granted R1=A, R2=B, then R1 cancelled: R2 gets A, and B
 #   is next in line.  (A receive that completed on the buffer in that
 #   window, before R1 was cancelled, keeps its later item; only asyncio can
-#   produce that interleaving.)
+#   produce that interleaving.)  An item that comes back after the last
+#   sender closed is still delivered before the end of the stream (I4).
 #
 # Items a channel can no longer deliver (the last receiver closed) are
 # dropped at once.  User code can run inside a release (an item's
@@ -329,7 +334,7 @@ class ChannelState(Generic[T]):
             and not (self.single_receiver and (self.recv_waiters or self.in_flight))
             and not self.buffer
             and not self.send_waiters
-            and self.senders > 0
+            and (self.senders > 0 or bool(self.in_flight))
         )
 
     # -- sending ---------------------------------------------------------
@@ -401,7 +406,7 @@ class ChannelState(Generic[T]):
             item = self.grant_sender(sender)
             self.sync()
             return item
-        if not self.senders:
+        if not self.senders and not self.in_flight:  # I4
             raise anyio.EndOfStream
         return NOTHING
 
@@ -477,6 +482,12 @@ class ChannelState(Generic[T]):
             for waiter in take_owned(self.send_waiters, sender, _sender_of):
                 waiter.fail(anyio.ClosedResourceError())
             self.sync()
+        if not self.in_flight:  # else the last one to resume ends it (I4)
+            self.end_of_stream()
+
+    def end_of_stream(self) -> None:
+        """Fail the parked receivers with EndOfStream if the stream has ended:
+        no sender open and no item in flight (I4)."""
         if not self.senders and self.recv_waiters.parked and self.recv_waiters:
             # I1: the buffer is empty while receivers are parked.
             for waiter in drain(self.recv_waiters):

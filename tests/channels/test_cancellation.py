@@ -371,6 +371,84 @@ async def test_an_item_given_back_when_every_receiver_closed_is_dropped(
         tx.send_nowait("y")
 
 
+def drain_to_end(rx: Any) -> list[Any]:
+    """What ``receive_nowait()`` gives before it raises EndOfStream (it must,
+    not WouldBlock: the stream has ended)."""
+    items = []
+    while True:
+        try:
+            items.append(rx.receive_nowait())
+        except anyio.EndOfStream:
+            return items
+
+
+async def test_no_end_of_stream_while_an_item_given_back_may_still_come(
+    flavour: str, source: str
+) -> None:
+    # The last sender closes while a receive's item is in flight: until that
+    # receive has resumed, the item may still come back, so the stream has
+    # not ended.  After it, the item (if given back) comes before the end.
+    tx, rx = channel(flavour, 1)
+    other = rx.clone() if flavour in MANY_RECEIVERS else None
+    seen: list[str] = []
+
+    def grant_and_close() -> None:
+        tx.send_nowait("A")  # to the blocked receiver
+        tx.close()
+        if other is not None:
+            try:
+                seen.append(other.receive_nowait())
+            except anyio.WouldBlock:
+                seen.append("WouldBlock")
+
+    async with anyio.create_task_group() as tg:
+        receiver = Call(rx.receive, source).start(tg)
+        await settle()
+        receiver.grant_then_cancel(grant_and_close)
+        await receiver.finished.wait()
+    assert seen == ([] if other is None else ["WouldBlock"])
+    if source in GIVE_BACK_SOURCES:
+        assert receiver.outcome == "cancelled"
+    if receiver.outcome == "cancelled":
+        assert drain_to_end(other or rx) == ["A"]
+    else:
+        assert receiver.result == "A"
+        assert drain_to_end(other or rx) == []
+
+
+async def test_a_receiver_parked_when_the_last_sender_closes_gets_an_item_given_back(
+    flavour: str, source: str
+) -> None:
+    # R1 is granted A, the last sender closes and R1 is cancelled, all in one
+    # step, while R2 is parked: R2 waits for R1 instead of ending at once,
+    # and gets A if R1 gives it back (else the end of the stream).
+    if flavour not in MANY_RECEIVERS:
+        pytest.skip("one receiver")
+    tx, rx = channel(flavour, 0)
+
+    def grant_and_close() -> None:
+        tx.send_nowait("A")
+        tx.close()
+
+    async with anyio.create_task_group() as tg:
+        first = Call(rx.receive, source).start(tg)
+        await settle()
+        second = Call(rx.clone().receive).start(tg)
+        await settle()
+        first.grant_then_cancel(grant_and_close)
+        await first.finished.wait()
+        await second.finished.wait()
+    if source in GIVE_BACK_SOURCES:
+        assert first.outcome == "cancelled"
+    if first.outcome == "cancelled":
+        assert second.result == "A"
+    else:
+        assert first.result == "A"
+        assert second.outcome == "raised"
+        assert isinstance(second.error, anyio.EndOfStream)
+    assert drain_to_end(rx) == []
+
+
 # ---------------------------------------------------------------------------
 # Grant, then cancel: sends
 # ---------------------------------------------------------------------------

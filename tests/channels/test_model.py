@@ -8,8 +8,9 @@ returned, what is buffered and who is still waiting: no item lost, none
 duplicated, FIFO, blocked calls served in arrival order, closing and the
 single sides as specified.  On asyncio the steps also include the
 grant-then-cancel races: an item granted to a receiver that is cancelled in
-the same step goes to the next receiver or back to the front of the buffer;
-a sender whose item is taken as it is cancelled returns normally.
+the same step goes to the next receiver or back to the front of the buffer,
+before the end of the stream if the last sender closes in that step too; a
+sender whose item is taken as it is cancelled returns normally.
 """
 
 from __future__ import annotations
@@ -301,7 +302,8 @@ class Game:
 
     async def race_receive(self, pick: int) -> bool:
         """Park receivers if need be, then send 1 to 3 items, the first to
-        the head receiver, and cancel that receiver, all in one step."""
+        the head receiver, maybe close that sender, and cancel the head
+        receiver, all in one step."""
         model = self.model
         if not self.on_asyncio:
             return False
@@ -330,12 +332,20 @@ class Game:
             model.give_back(got_items[-1])
         else:
             model.cancel(head)
+        # Closing the last sender in that step: the item given back still
+        # comes before the end of the stream, whoever is parked.
+        close = pick in (3, 6)  # 3: two parked, one item, so one stays parked
+        if close:
+            event("sender closed as a receiver was cancelled after its grant")
+            model.close_sender(ep)
         sends: list[tuple[str, Any]] = []
 
         def grant() -> None:
             sender = self.senders[ep]
             for item in items:
                 sends.append(nowait_outcome(partial(sender.send_nowait, item)))
+            if close:
+                sender.close()
 
         head.call.grant_then_cancel(grant)
         assert sends == expected_sends
