@@ -6,15 +6,18 @@ The library's code is marked protected, as Trio's own primitives are,
 except where it calls user code that may run long (an executor's jobs, the
 map's input, ``spawn_many``'s argument), which stays interruptible.  These
 tests run Trio directly (``trio.run``), once per waiter implementation (the
-suite runs again with ``ANYIO_PRIMS_WAITER=generic``).  Trio before 0.27
+suite runs again with ``ANYIO_PRIMS_WAITER=generic``).  Trio before 0.28
 marks protection with a wrapper per call; the library marks nothing there
 and these tests skip.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import os
 import signal
+import subprocess
 import sys
 import types
 from collections import Counter
@@ -47,12 +50,13 @@ pytest.importorskip("trio.testing")
 
 ROOT = os.path.dirname(anyio_prims.__file__)
 
-#: The functions that call user code, left interruptible on purpose.
+#: The functions that call user code, left interruptible on purpose: each
+#: makes the call and nothing else (the bookkeeping around it is protected).
 RUNS_USER_CODE = {
-    ("executor/_executor.py", "_work"),
-    ("executor/_executor.py", "_work_in_scope"),
-    ("executor/_executor.py", "spawn_many"),
-    ("executor/_map.py", "_read_one"),
+    ("executor/_executor.py", "_run_job"),
+    ("executor/_executor.py", "_handles_for"),
+    ("executor/_map.py", "_next_async"),
+    ("executor/_map.py", "_next"),
     ("sync/_event.py", "wait_for"),
 }
 
@@ -384,3 +388,123 @@ def test_a_ctrl_c_delivered_to_a_parked_receive_takes_nothing_on_trio(
 
     # Every Ctrl-C goes to the main task at a checkpoint: here, its receive.
     run_trio(main, restrict_keyboard_interrupt_to_checkpoints=True)
+
+
+def test_the_marking_leaves_code_outside_the_library_alone_on_trio() -> None:
+    # A dataclass's __repr__ is a functools.wraps wrapper: it carries the
+    # __module__ of the class it was made for (the library's own statistics
+    # classes too), but its code is the wrapping module's, shared by every
+    # dataclass in the process.
+    @dataclasses.dataclass
+    class UserRecord:
+        field: object
+
+    class Probe:
+        def __repr__(self) -> str:
+            return f"protected={trio.lowlevel.currently_ki_protected()}"
+
+    shown: list[str] = []
+
+    async def main() -> None:
+        shown.append(repr(UserRecord(Probe())))
+
+    run_trio(main)
+    assert len(shown) == 1
+    assert shown[0].endswith("UserRecord(field=protected=False)")
+
+
+class CtrlCAt:
+    """Send this process SIGINT when ``func`` reaches the line that holds
+    ``text``, once: a Ctrl-C that lands exactly there."""
+
+    def __init__(self, func: Callable[..., object], text: str) -> None:
+        self.code = func.__code__
+        lines, first = inspect.getsourcelines(func)
+        self.line = first + next(i for i, line in enumerate(lines) if text in line)
+        self.sent = False
+
+    def _local(self, frame: types.FrameType, event: str, arg: object) -> Any:
+        if event == "line" and frame.f_lineno == self.line and not self.sent:
+            self.sent = True
+            signal.raise_signal(signal.SIGINT)
+        return self._local
+
+    def _global(self, frame: types.FrameType, event: str, arg: object) -> Any:
+        return self._local if frame.f_code is self.code else None
+
+    def __enter__(self) -> CtrlCAt:
+        sys.settrace(self._global)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        sys.settrace(None)
+
+
+@pytest.mark.usefixtures("default_sigint")
+def test_a_ctrl_c_in_a_worker_between_taking_a_job_and_starting_it_loses_no_job() -> (
+    None
+):
+    # The worker takes the next queued job (popleft) and marks it handed over:
+    # a Ctrl-C between the two must wait for a checkpoint, or the job is in
+    # neither the queue nor a worker and its handle never settles.
+    handles: list[Any] = []
+
+    async def main() -> None:
+        watch = CtrlCAt(Executor._work_in_scope, "job._state = HANDED")
+        with pytest.raises(BaseException) as caught:  # noqa: PT011, PT012
+            async with Executor(max_workers=1) as executor:
+                handles.extend(executor.spawn(trio.sleep, 0) for _ in range(3))
+                with watch:
+                    await checkpoints(100)
+        assert watch.sent
+        assert caught.group_contains(KeyboardInterrupt) or isinstance(
+            caught.value, KeyboardInterrupt
+        )
+        assert [handle.done() for handle in handles] == [True, True, True]
+
+    run_trio(main)
+
+
+FIRST_USE = """
+import signal, sys
+signal.signal(signal.SIGINT, signal.default_int_handler)
+import anyio_prims
+assert "trio" not in sys.modules, "Trio must be imported after the library"
+import trio
+from anyio_prims import Executor
+sys.path.insert(0, sys.argv[1])
+from test_keyboard_interrupt import CtrlCAt
+
+async def main():
+    async with Executor() as executor:
+        with CtrlCAt(Executor.spawn, "self._queue.append(job)") as watch:
+            try:
+                executor.spawn(trio.sleep, 0)
+            except KeyboardInterrupt:
+                print("interrupted inside spawn")
+                return
+        assert watch.sent
+        try:
+            for _ in range(100):
+                await trio.sleep(0)
+        except KeyboardInterrupt:
+            print("interrupted at a checkpoint")
+
+trio.run(main)
+"""
+
+
+def test_the_first_call_on_trio_is_protected_when_trio_came_after_the_library() -> None:
+    # Trio imported after anyio_prims (anyio.run(..., backend="trio") does
+    # so): the very first call, an Executor.spawn before any wait or
+    # checkpoint, is protected already.  A process of its own: the marking
+    # is done once per process.
+    done = subprocess.run(
+        [sys.executable, "-c", FIRST_USE, os.path.dirname(__file__)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["interrupted at a checkpoint"]

@@ -20,6 +20,7 @@ from ._backend import (
 from ._budget import BUDGET, BUDGET_SIZE
 from ._copying import CopiedWhole, NotCopied
 from ._ki import (
+    MARKING,
     protect_from_keyboard_interrupt,
     protect_if_trio_imported,
     runs_user_code,
@@ -41,6 +42,7 @@ __all__ = [
     "BUDGET_SIZE",
     "FAILED",
     "FORCE_GENERIC",
+    "MARKING",
     "NOT_OPENED",
     "NO_TASKS",
     "PENDING",

@@ -92,6 +92,7 @@ from typing import Any, Final, Generic, TypeVar
 
 import anyio
 
+from . import _ki
 from ._backend import (
     FORCE_GENERIC,
     _tasks_by_loop,
@@ -105,6 +106,8 @@ from ._budget import BUDGET, BUDGET_SIZE
 from ._ki import protect_if_trio_imported
 
 P = TypeVar("P")  # what a parked task offers: an item, a number of permits
+
+_modules: Final = sys.modules
 
 PENDING: Final = 0
 GRANTED: Final = 1
@@ -476,6 +479,10 @@ class WaitQueue(Parking[P]):
         self._loop = None
         self._spare = None
         self._trio = None
+        if _ki._marked is None and "trio" in _modules:
+            # The first primitive made once Trio is imported: mark the
+            # library's code before any of its calls runs (_ki.py).
+            _ki.protect_from_keyboard_interrupt()
 
     def __len__(self) -> int:
         return len(self.parked) - self._dead
@@ -675,6 +682,8 @@ class Slot(Parking[P]):
         self._loop = None
         self._spare = None
         self._trio = None
+        if _ki._marked is None and "trio" in _modules:  # as in WaitQueue
+            _ki.protect_from_keyboard_interrupt()
 
     def __bool__(self) -> bool:
         waiter = self.parked

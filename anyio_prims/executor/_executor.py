@@ -69,7 +69,16 @@ from typing import Any, TypeVar
 import anyio
 import anyio.abc
 
-from .._core import BUDGET, Slot, WaitQueue, budget_checkpoint, runs_user_code
+from .._core import (
+    BUDGET,
+    MARKING,
+    Slot,
+    WaitQueue,
+    budget_checkpoint,
+    on_trio,
+    protect_if_trio_imported,
+    runs_user_code,
+)
 from ._handle import (
     CANCELLED,
     FAILED,
@@ -122,6 +131,26 @@ def _is_cancellation(exc: BaseException) -> bool:
     if isinstance(exc, cancelled):
         return True
     return isinstance(exc, BaseExceptionGroup) and exc.split(cancelled)[1] is None
+
+
+# The user code the executor calls, each in a function of its own that is
+# left interruptible by Ctrl-C on Trio (``runs_user_code``), while the
+# bookkeeping around it, in the callers, stays protected (_core/_ki.py).
+
+
+@runs_user_code  # the job
+async def _run_job(fn: Callable[..., Awaitable[T]], args: tuple[Any, ...]) -> T:
+    # Only on Trio once the library's code is marked (MARKING.done): the
+    # frame Trio's walk stops at.  Elsewhere the worker awaits the job
+    # itself, one coroutine frame less per job.
+    return await fn(*args)
+
+
+@runs_user_code  # iterates args_iterable, and each item
+def _handles_for(
+    executor: Executor, fn: Callable[..., Awaitable[T]], args_iterable: Iterable[Any]
+) -> list[JoinHandle[T]]:
+    return [JoinHandle(executor, fn, tuple(args)) for args in args_iterable]
 
 
 def _check_positive_int(value: object, name: str) -> int:
@@ -237,6 +266,9 @@ class Executor:
         if self._entered:
             raise RuntimeError("an Executor can be entered only once")
         self._entered = True
+        # An executor made before Trio was imported: its first spawn may
+        # come before any wait or checkpoint (the other first uses on Trio).
+        protect_if_trio_imported()
         tg = anyio.create_task_group()
         await tg.__aenter__()
         self._tg = tg
@@ -425,7 +457,6 @@ class Executor:
             self._start_worker()
         return job
 
-    @runs_user_code  # iterates args_iterable
     def spawn_many(
         self,
         fn: Callable[..., Awaitable[T]],
@@ -444,9 +475,7 @@ class Executor:
         if not callable(fn):
             raise TypeError(f"fn must be an async callable, not {type(fn).__name__}")
         try:
-            jobs: list[JoinHandle[T]] = [
-                JoinHandle(self, fn, tuple(args)) for args in args_iterable
-            ]
+            jobs = _handles_for(self, fn, args_iterable)
         except TypeError as exc:
             raise TypeError(
                 f"args_iterable must be an iterable of argument tuples: {exc}"
@@ -555,7 +584,6 @@ class Executor:
         assert self._tg is not None
         self._tg.start_soon(self._work)
 
-    @runs_user_code  # the jobs
     async def _work(self) -> None:
         self._starting = False
         try:
@@ -564,7 +592,6 @@ class Executor:
         finally:
             self._nworkers -= 1
 
-    @runs_user_code  # the jobs
     async def _work_in_scope(self) -> bool:
         # Run jobs in one cancel scope until a job is cancelled through its
         # handle (return True: call again with a fresh scope) or the
@@ -573,6 +600,9 @@ class Executor:
         idle = self._idle
         submitters = self._submitters
         limiter = self._limiter
+        # A job runs in a frame of its own only where that frame is needed:
+        # on Trio, with the library's code marked (see _run_job).
+        own_frame = MARKING.done and on_trio()
         with anyio.CancelScope() as scope:
             while True:
                 budget = BUDGET
@@ -638,7 +668,10 @@ class Executor:
                 job._state = RUNNING
                 job._scope = scope
                 try:
-                    value = await job._fn(*job._args)  # type: ignore[misc]
+                    if own_frame:
+                        value = await _run_job(job._fn, job._args)  # type: ignore[arg-type]
+                    else:
+                        value = await job._fn(*job._args)  # type: ignore[misc]
                 except Exception as exc:
                     # Stored without this frame, as Trio stores a task's
                     # error: the frame holds the executor and the job, which

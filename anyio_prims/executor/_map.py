@@ -19,19 +19,41 @@
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import (
+    AsyncIterable,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Iterable,
+    Iterator,
+)
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import anyio
 
-from .._core import Slot, runs_user_code
+from .._core import MARKING, Slot, on_trio, runs_user_code
 from ._handle import JobCancelled, JoinHandle, _ignore
 
 if TYPE_CHECKING:
     from ._executor import Executor
 
 T = TypeVar("T")
+
+
+# The input's reads, in functions of their own that are left interruptible
+# by Ctrl-C on Trio (``runs_user_code``); the bookkeeping around them stays
+# protected (_core/_ki.py).
+
+
+@runs_user_code  # the input's async iterator
+async def _next_async(items: AsyncIterator[Any]) -> Any:
+    return await items.__anext__()
+
+
+@runs_user_code  # the input's iterator
+def _next(items: Iterator[Any]) -> Any:
+    return next(items)
 
 
 class MapIterator(Generic[T]):
@@ -69,6 +91,7 @@ class MapIterator(Generic[T]):
         "_inflight",
         "_iter",
         "_ordered",
+        "_own_frame",
         "_running",
         "_wakeup",
         "_window",
@@ -104,6 +127,10 @@ class MapIterator(Generic[T]):
         self._running: set[JoinHandle[T]] = set()  # unordered only
         self._done: deque[JoinHandle[T]] = deque()  # unordered only
         self._wakeup: Slot[None] = Slot()
+        #: Read the input through _next/_next_async, frames of their own,
+        #: only where that frame is needed: on Trio, with the library's code
+        #: marked (made in a task, after the executor's block was entered).
+        self._own_frame = MARKING.done and on_trio()
 
     def __aiter__(self) -> MapIterator[T]:
         return self
@@ -171,13 +198,13 @@ class MapIterator(Generic[T]):
         if self._inflight and self._inflight[0] is head:
             self._inflight.popleft()
 
-    @runs_user_code  # the input's iterator
     async def _read_one(self) -> None:
         try:
             if self._aiter is not None:
-                item = await self._aiter.__anext__()
+                aiter = self._aiter
+                item = await (_next_async(aiter) if self._own_frame else anext(aiter))
             else:
-                item = next(self._iter)
+                item = _next(self._iter) if self._own_frame else next(self._iter)
         except (StopAsyncIteration, StopIteration):
             self._exhausted = True
             return
