@@ -416,6 +416,59 @@ async def test_a_failed_job_raised_at_the_exit_leaves_no_reference_cycle() -> No
     assert cycles == []
 
 
+async def _turn_the_cancellation_into_an_error(started: anyio.Event) -> None:
+    started.set()
+    try:
+        await anyio.sleep_forever()
+    except anyio.get_cancelled_exc_class():
+        raise ValueError("gave up") from None
+
+
+async def test_a_job_that_fails_once_cancelled_through_its_handle_leaves_no_cycle() -> (
+    None
+):
+    # The worker leaves its scope for a fresh one (its `return True` path),
+    # and on Trio the job's Cancelled is made inside handle.cancel(): neither
+    # frame may keep the handle, which keeps the error.
+    async def run() -> None:
+        async with Executor() as executor:
+            started = anyio.Event()
+            handle = executor.spawn(_turn_the_cancellation_into_an_error, started)
+            await started.wait()
+            handle.cancel()
+            with pytest.raises(ValueError, match="gave up"):
+                await handle
+            del handle
+
+    await run()
+    with library_cycles() as cycles:
+        for _ in range(5):
+            await run()
+    assert cycles == []
+
+
+async def test_a_fail_fast_executor_leaves_no_reference_cycle() -> None:
+    # The failure that triggered fail_fast keeps a worker's frame through
+    # its traceback (f_back, 3.12+): the executor must not keep it after
+    # its exit.
+    async def block() -> None:
+        async with Executor(fail_fast=True) as executor:
+            executor.spawn(anyio.sleep_forever)
+            executor.spawn(_fail, 1)
+
+    async def run() -> None:
+        with pytest.raises(ExceptionGroup) as caught:
+            await block()
+        assert caught.group_contains(ValueError, match="1")
+        del caught
+
+    await run()
+    with library_cycles() as cycles:
+        for _ in range(5):
+            await run()
+    assert cycles == []
+
+
 async def test_a_failed_job_keeps_its_traceback_however_often_it_is_awaited() -> None:
     def depth(exc: BaseException) -> int:
         count, tb = 0, exc.__traceback__

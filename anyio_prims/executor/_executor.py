@@ -327,6 +327,7 @@ class Executor:
             job._retrieved = True
         self._failed.clear()  # job -> executor -> job: no cycle left behind
         trigger = self._trigger
+        self._trigger = None  # its traceback may keep a worker's frame, and self
         if trigger is not None and not any(e is trigger for e in errors):
             errors.insert(0, trigger)
         return errors
@@ -697,7 +698,12 @@ class Executor:
                 else:
                     self._settle(job, SUCCEEDED, value)
                 if job._cancel_requested:
+                    # As on the return False paths: a failed job's traceback
+                    # may keep this frame (f_back, 3.12+), which must keep
+                    # neither the job nor its result.
+                    job = value = None  # type: ignore[assignment]
                     return True
+        job = value = None  # type: ignore[assignment]
         return True  # left by a cancellation of this scope alone
 
     def _give_back(self, job: JoinHandle[Any] | None) -> None:

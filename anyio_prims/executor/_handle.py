@@ -208,7 +208,13 @@ class JoinHandle(Generic[T]):
         if state == RUNNING:
             if not self._cancel_requested:
                 self._cancel_requested = True
-                self._scope.cancel()
+                scope = self._scope
+                # Trio makes the job's Cancelled inside this call, so the
+                # exception's traceback reaches this frame: it must not keep
+                # the handle, which a job that turns the cancellation into
+                # an error stores that error on (a cycle).
+                del self
+                scope.cancel()
             return True
         return False
 
