@@ -88,7 +88,8 @@ class _Endpoint(NotCopied):
         status = "closed" if self._closed else "open"
         return (
             f"<{type(self).__module__}.{type(self).__qualname__} {status} "
-            f"buffered={len(state.buffer)} capacity={state.capacity}>"
+            f"buffered={len(state.buffer) - len(state.in_flight)} "
+            f"capacity={state.capacity}>"
         )
 
 
@@ -231,10 +232,12 @@ class ReceiveEndpoint(_Endpoint, ObjectReceiveStream[T_co], Generic[T_co]):
         A checkpoint when it blocks; otherwise as the channel's checkpoint
         mode says.  Blocked receivers are served in arrival order.
 
-        Cancelled before an item was granted: nothing was taken.  Cancelled
-        after one was granted but before the task ran: the item goes to the
-        next receiver, or back to the front of the buffer, and the
-        cancellation propagates.
+        Each call takes the oldest item not yet delivered: one granted to a
+        receiver that has not run yet is taken, and that receiver's
+        reservation moves on to the next item.  Cancelled before an item was
+        granted: nothing was taken.  Cancelled after one was granted but
+        before the task ran: the item goes to the next receiver, or back to
+        the front of the buffer, and the cancellation propagates.
 
         :raises anyio.EndOfStream: if the buffer is empty and every sender is
             closed (``async for`` ends); while an item granted to another
@@ -261,7 +264,7 @@ class ReceiveEndpoint(_Endpoint, ObjectReceiveStream[T_co], Generic[T_co]):
         # bool()): test them first, to skip its call on the way to parking
         # (the ping-pong path).
         if (
-            buffer
+            (buffer and len(buffer) > len(state.in_flight))
             or state.send_waiters.parked
             or not state.senders
             or self._closed
@@ -273,7 +276,7 @@ class ReceiveEndpoint(_Endpoint, ObjectReceiveStream[T_co], Generic[T_co]):
             if taken is not NOTHING:
                 return taken  # type: ignore[return-value]  # (no cast(): a call)
         # Block until a sender grants an item.  If the task is cancelled
-        # after the grant, the item is passed on (``state.give_back``).
+        # after the grant, the item is freed (``state.give_back``).
         state.send_limit = 0  # a receiver is parked: sends go to it
         # The waiters' park(self, give_back), inlined as in send().
         waiters = state.recv_waiters
@@ -296,15 +299,22 @@ class ReceiveEndpoint(_Endpoint, ObjectReceiveStream[T_co], Generic[T_co]):
                 raise failure
             finally:
                 del failure
-        # Granted and resumed: the call leaves in_flight (I3).
+        # Granted and resumed: the call and its item leave (I3).  in_flight
+        # is read again (the first park made it); the buffer is the same
+        # object for the channel's life.
         in_flight = state.in_flight
+        item: T_co
         if in_flight[0] is waiter:
             in_flight.popleft()
+            item = buffer.popleft()
         else:  # resumed out of grant order (Trio runs a batch in any order)
-            in_flight.remove(waiter)  # Waiter has no __eq__: by identity
+            index = in_flight.index(waiter)  # Waiter has no __eq__: by identity
+            del in_flight[index]
+            item = buffer[index]
+            del buffer[index]
         if state.single_receiver:
-            # The receiver is free again: reopen its fast path (sync(),
-            # written out: this is the ping-pong path).
+            # The receiver is free again (in_flight is empty): reopen its
+            # fast path.
             state.send_limit = (
                 state.capacity
                 if state.receivers
@@ -313,14 +323,19 @@ class ReceiveEndpoint(_Endpoint, ObjectReceiveStream[T_co], Generic[T_co]):
                 else 0
             )
             send_waiters = state.send_waiters
-            state.recv_floor = (
-                INF if in_flight or (send_waiters.parked and send_waiters) else 0
-            )
-        elif not in_flight and not state.senders:
-            # The last item in flight is delivered and no sender is open: the
-            # receivers that waited for it get the end of the stream (I4).
-            state.end_of_stream()
-        item: T_co = waiter.value
+            state.recv_floor = INF if send_waiters.parked and send_waiters else 0
+        else:
+            if buffer:
+                # A receive may take one of them next: one item fewer is
+                # reserved, so lower the gate with it.  With the buffer empty
+                # it stays one above len(in_flight), stricter, never looser,
+                # until the next grant or sync() (see _state.py).
+                state.recv_floor -= 1
+            if not in_flight and not state.senders:
+                # The last item in flight is delivered and no sender is
+                # open: the receivers that waited for it get the end of the
+                # stream (I4).
+                state.end_of_stream()
         # Recycle the waiter (see _core/_waiter.py).
         waiter.payload = waiter.value = None
         waiters._spare = waiter

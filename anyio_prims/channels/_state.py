@@ -15,51 +15,75 @@
 # receiver's is its endpoint, and its waiter names the call (see
 # ``in_flight``): a waiter serves one call at a time, even when it is
 # recycled for the next.  Items move by direct handoff: a send that finds
-# a receiver parked grants it the item, with no hop through the buffer, and
-# a receive that frees room grants the head sender (its item moves into the
-# buffer, or straight to the receiver when the capacity is 0).
+# a receiver parked grants it an item, and the woken receiver never
+# competes again; a receive that frees room grants the head sender (its
+# item moves into the buffer, or, at capacity 0 with nothing reserved,
+# straight to that receive).
 #
-# Invariants (over *live* waiters: parked, not cancelled):
-#   I1  a receiver is parked  =>  the buffer is empty
-#   I2  a sender is parked    =>  the buffer holds >= capacity items
+# A granted item waits for its receiver *in the buffer*: the buffer holds
+# every item accepted and not yet delivered, oldest first, and its first
+# ``len(in_flight)`` items are reserved, ``buffer[i]`` for
+# ``in_flight[i]``.  The rest are the free items, the ones a receive that
+# does not wait can take.  It takes ``buffer[0]``, the oldest, and with it
+# every reservation moves up one place (the last in-flight receiver now
+# has the first free item): whatever the order in which the calls
+# complete, each takes the oldest item not yet delivered, except that
+# receivers granted together keep their grant order among themselves.
+# Nothing moves in memory for any of this; the reservation is a position.
+#
+# Invariants (over *live* waiters: parked, not cancelled); ``free`` is
+# ``len(buffer) - len(in_flight)``:
+#   I0  free >= 0: every in-flight receiver has its item in the buffer
+#   I1  a receiver is parked  =>  free == 0
+#   I2  a sender is parked    =>  free >= capacity
 #   I3  ``in_flight`` lists, in grant order, the receivers granted an item
-#       whose tasks have not resumed yet; ``waiter.value`` is the item
+#       whose tasks have not resumed yet; ``in_flight[i]`` resumes with
+#       ``buffer[i]`` and both leave
 #   I4  the end of the stream is reported (EndOfStream) only when no sender
-#       is open, the buffer is empty and ``in_flight`` is empty: an
-#       in-flight item can still come back (below), so until the last one
-#       has resumed, receivers wait for it
-# The buffer may exceed the capacity by the items given back (below); sends
-# wait until it is below the capacity again.
+#       is open, free == 0 and ``in_flight`` is empty: an in-flight
+#       receive can still be cancelled and free its item (below), so until
+#       the last one has resumed, receivers wait for it
+# Free items may exceed the capacity by the items freed that way; sends
+# wait until they are below the capacity again.
 #
 # Gates.  The fast paths in the endpoints test one number each instead of
 # the waiters:
-#   send     ``len(buffer) < send_limit``; send_limit is the capacity, or 0
-#            while a receiver may be parked or no receiver is open, or, on
-#            a single sender, while its taken send has not resumed
-#   receive  ``len(buffer) > recv_floor``; recv_floor is 0, or inf while a
-#            sender may be parked (its item must follow the one taken) or,
-#            on a single receiver, while its granted receive has not
-#            resumed (another task receiving then is BusyResourceError)
-# The gates may be stricter than the truth, never looser: a task closes the
-# gate itself before it parks, and ``sync()`` reopens a gate only after
-# checking the waiters.  A stale gate costs one trip through the slow path,
-# which ends with ``sync()``.
+#   send     ``len(buffer) < send_limit``; send_limit is the capacity, or
+#            0 while a receiver may be parked or no receiver is open, or, on
+#            a single sender, while its taken send has not resumed.  It
+#            counts reserved items as taking room: while items are
+#            reserved, a send into the last places takes the slow path,
+#            which counts only the free items
+#   receive  ``len(buffer) > recv_floor``; recv_floor is ``len(in_flight)``,
+#            or inf while a sender may be parked (its item must follow the
+#            one taken) or, on a single receiver, while its granted receive
+#            has not resumed (another task receiving then is
+#            BusyResourceError).  A grant sets it; a granted receive that
+#            resumes lowers it by one only if items are left (a receive may
+#            take one next), else leaves it one above until the next grant
+#            or ``sync()``: stricter, and one update fewer on the ping-pong
+#            path
+# The gates may be stricter than the truth, never looser (a recv_floor
+# below ``len(in_flight)`` would let a receive take an item reserved for a
+# receiver that has not resumed): a task closes the gate itself before it
+# parks, and ``sync()`` reopens a gate only after checking the waiters.  A
+# stale gate costs one trip through the slow path, which ends with
+# ``sync()``.
 #
 # Grant-then-cancel (asyncio: the task is cancelled after its waiter was
-# granted, before it runs):
+# granted, before it runs; the generic waiter on every backend):
 # * a send whose item was taken cannot be undone: it parks with
 #   ``give_back=None``, returns normally and the core re-arms the
 #   cancellation for its next checkpoint;
-# * a receive can be undone: its item goes back without being reordered.
-#   Receivers granted in the same loop iteration resume in grant order, so
-#   the item of the cancelled one is passed down ``in_flight``: each later
-#   in-flight receiver takes the item of the one before it, and the last
-#   displaced item goes to the next parked receiver, or back to the front
-#   of the buffer.  Granted R1=A, R2=B, then R1 cancelled: R2 gets A, and B
-#   is next in line.  (A receive that completed on the buffer in that
-#   window, before R1 was cancelled, keeps its later item; only asyncio can
-#   produce that interleaving.)  An item that comes back after the last
-#   sender closed is still delivered before the end of the stream (I4).
+# * a receive can be undone, and nothing is reordered: the cancelled
+#   receiver leaves ``in_flight``, so each later in-flight receiver moves up
+#   to the item reserved before it, and the last reserved item is free
+#   again, at the front of the free items, where the next parked receiver
+#   is granted it or the next receive takes it.  Granted R1=A, R2=B, then
+#   R1 cancelled: R2 gets A, and B is next in line.  A receive that took an
+#   item in that window took A, the oldest, and left B reserved for R1:
+#   then B is next in line.  An item freed after the last sender closed is
+#   still delivered before the end of the stream (I4).
 #
 # Items a channel can no longer deliver (the last receiver closed) are
 # dropped at once.  User code can run inside a release (an item's
@@ -70,7 +94,6 @@ import math
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from itertools import islice
 from typing import Any, Final, Generic, Protocol, TypeVar, cast
 
 import anyio
@@ -246,6 +269,9 @@ class ChannelState(Generic[T]):
         "strict",
     )
 
+    #: every item accepted and not delivered, oldest first, the reserved
+    #: ones first (I3); one deque for the channel's life (a parked receive
+    #: holds it across its wait)
     buffer: deque[T]
     #: an int >= 0, or ``math.inf``
     capacity: float
@@ -262,8 +288,9 @@ class ChannelState(Generic[T]):
     recv_waiters: Waiting[object]
     single_sender: bool
     single_receiver: bool
-    #: receivers granted an item whose tasks have not resumed (I3);
-    #: NO_IN_FLIGHT until a receiver first parks
+    #: receivers granted an item whose tasks have not resumed, in grant
+    #: order; their items are the buffer's first ones (I3); NO_IN_FLIGHT
+    #: until a receiver first parks
     in_flight: deque[Waiter[object]]
     #: a single sender's item was taken and its task has not resumed
     send_in_flight: bool
@@ -296,6 +323,7 @@ class ChannelState(Generic[T]):
         # ``w.parked and w`` is ``bool(w)`` without its call when nothing is
         # parked, the common case here (a Slot is emptied when it is popped).
         recv_waiters = self.recv_waiters
+        reserved = len(self.in_flight)
         self.send_limit = (
             self.capacity
             if self.receivers
@@ -307,8 +335,8 @@ class ChannelState(Generic[T]):
         self.recv_floor = (
             INF
             if (send_waiters.parked and send_waiters)
-            or (self.single_receiver and self.in_flight)
-            else 0
+            or (self.single_receiver and reserved)
+            else reserved
         )
 
     def send_would_park(self, closed: bool) -> bool:
@@ -322,7 +350,7 @@ class ChannelState(Generic[T]):
             and self.receivers > 0
             and not (self.single_sender and (self.send_waiters or self.send_in_flight))
             and not self.recv_waiters
-            and len(self.buffer) >= self.capacity
+            and len(self.buffer) - len(self.in_flight) >= self.capacity
         )
 
     def receive_would_park(self, closed: bool) -> bool:
@@ -332,7 +360,7 @@ class ChannelState(Generic[T]):
         return (
             not closed
             and not (self.single_receiver and (self.recv_waiters or self.in_flight))
-            and not self.buffer
+            and len(self.buffer) <= len(self.in_flight)
             and not self.send_waiters
             and (self.senders > 0 or bool(self.in_flight))
         )
@@ -352,19 +380,25 @@ class ChannelState(Generic[T]):
         if self.single_sender and (self.send_waiters or self.send_in_flight):
             raise anyio.BusyResourceError("sending")
         recv_waiters = self.recv_waiters
-        waiter = recv_waiters.grant_head(item) if recv_waiters.parked else None
+        waiter = recv_waiters.grant_head(None) if recv_waiters.parked else None
         if waiter is not None:
-            # I1: the buffer is empty, so the item went straight to the head
-            # receiver; it stays in in_flight until that task resumes.
+            # I1: no item was free, so this one is the head receiver's, the
+            # buffer's first after those already reserved (I3).
+            self.buffer.append(item)
             self.in_flight.append(waiter)
-            # What sync() would do, cheaper: this is the ping-pong path.
+            # What sync() would do, cheaper: this is the ping-pong path.  No
+            # live sender is parked (I1, I2: it would have been matched with
+            # the receiver).
             if not (recv_waiters.parked and recv_waiters) and not self.send_in_flight:
                 self.send_limit = self.capacity
             if self.single_receiver:
                 self.recv_floor = INF
+            else:
+                self.recv_floor = len(self.in_flight)
             return True
-        if len(self.buffer) < self.capacity:
-            self.buffer.append(item)
+        buffer = self.buffer
+        if len(buffer) - len(self.in_flight) < self.capacity:
+            buffer.append(item)
             self.sync()
             return True
         return False
@@ -382,20 +416,23 @@ class ChannelState(Generic[T]):
         """Receive without blocking; NOTHING if the receiver must wait.
 
         The slow half of ``receive``/``receive_nowait``: the checks the fast
-        path skipped, then the buffer or the head sender.  Keeps I2: room
-        freed in the buffer goes to the head sender's item.
+        path skipped, then a free item or the head sender's.  The item taken
+        is the oldest not delivered, ``buffer[0]`` even when it is reserved
+        (the reservations move up one place).  Keeps I2: room freed goes to
+        the head sender's item.
         """
         if closed:
             raise anyio.ClosedResourceError
+        in_flight = self.in_flight
         if self.single_receiver and (
-            (self.recv_waiters.parked and self.recv_waiters) or self.in_flight
+            (self.recv_waiters.parked and self.recv_waiters) or in_flight
         ):
             raise anyio.BusyResourceError("receiving")
         buffer = self.buffer
         send_waiters = self.send_waiters
-        if buffer:
+        if len(buffer) > len(in_flight):
             item = buffer.popleft()
-            if len(buffer) < self.capacity and send_waiters.parked:
+            if len(buffer) - len(in_flight) < self.capacity and send_waiters.parked:
                 sender = send_waiters.pop()
                 if sender is not None:
                     buffer.append(self.grant_sender(sender))
@@ -404,17 +441,21 @@ class ChannelState(Generic[T]):
         sender = send_waiters.pop() if send_waiters.parked else None
         if sender is not None:
             item = self.grant_sender(sender)
+            if buffer:  # reserved items are older: take the oldest (I3)
+                buffer.append(item)
+                item = buffer.popleft()
             self.sync()
             return item
-        if not self.senders and not self.in_flight:  # I4
+        if not self.senders and not in_flight:  # I4
             raise anyio.EndOfStream
         return NOTHING
 
     def take_more(self, items: list[T], max_items: int) -> None:
         """Append up to ``max_items - len(items)`` more items, without waiting."""
         buffer = self.buffer
+        reserved = len(self.in_flight)
         want = max_items - len(items)
-        while want and buffer:
+        while want and len(buffer) > reserved:
             items.append(buffer.popleft())
             want -= 1
         senders = self.send_waiters
@@ -422,9 +463,13 @@ class ChannelState(Generic[T]):
             sender = senders.pop()
             if sender is None:
                 break
-            items.append(self.grant_sender(sender))
+            if buffer:  # reserved items are older: take the oldest (I3)
+                buffer.append(self.grant_sender(sender))
+                items.append(buffer.popleft())
+            else:
+                items.append(self.grant_sender(sender))
             want -= 1
-        while len(buffer) < self.capacity:
+        while len(buffer) - reserved < self.capacity:
             sender = senders.pop()
             if sender is None:
                 break
@@ -433,37 +478,42 @@ class ChannelState(Generic[T]):
 
     def give_back(self, waiter: Waiter[object], _item: object = None) -> None:
         """The receive that parked on ``waiter`` was granted, then cancelled:
-        pass its item on.
+        free its reservation.
 
-        The core's ``give_back`` callback, bound to ``waiter`` (the item the
-        core passes is ``waiter.value``, read here from the waiter).
+        The core's ``give_back`` callback, bound to ``waiter`` (the core
+        passes ``waiter.value``, which a receiver's grant leaves None).  The
+        later in-flight receivers move up one place; the last reserved item
+        is free again, and goes to the next parked receiver, if any.
         """
-        in_flight = self.in_flight
-        index = 0
-        for granted in in_flight:
-            if granted is waiter:
-                break
-            index += 1
-        else:  # pragma: no cover - every granted receiver is in in_flight
-            return
-        carry = waiter.value
-        for later in islice(in_flight, index + 1, None):
-            later.value, carry = carry, later.value
-        del in_flight[index]
-        self.restore(carry)
-
-    def restore(self, item: T) -> None:
-        """Put ``item`` back at the head of the line (after in-flight items)."""
+        self.in_flight.remove(waiter)  # Waiter has no __eq__: by identity
         if not self.receivers:
+            # Nobody can receive the freed item: release it, after the
+            # state is consistent (its __del__ may use the channel).
+            released = self.release_free()
             self.sync()
-            return  # nobody can receive it: drop it (released on return)
-        waiter = self.recv_waiters.pop()
-        if waiter is not None:
-            self.in_flight.append(waiter)
-            waiter.grant(item)
-        else:
-            self.buffer.appendleft(item)
+            del released
+            return
+        head = self.recv_waiters.pop()
+        if head is not None:  # I1: the freed item was the only free one
+            self.in_flight.append(head)
+            head.grant()
         self.sync()
+
+    def release_free(self) -> list[T] | None:
+        """Drop the free items (no receiver is open); return them, for the
+        caller to release once the state is consistent.
+
+        The buffer stays the same object: a receive holds it across its wait.
+        """
+        buffer = self.buffer
+        free = len(buffer) - len(self.in_flight)
+        if free <= 0:
+            return None
+        if free == len(buffer):
+            released = list(buffer)
+            buffer.clear()
+            return released
+        return [buffer.pop() for _ in range(free)]
 
     # -- closing ---------------------------------------------------------
 
@@ -515,16 +565,16 @@ class ChannelState(Generic[T]):
                 self.sync()
             else:
                 self.send_limit = 0  # what sync() gives with no receiver
-            if self.buffer:
-                # Release the items only now: their __del__ may use the
-                # channel, which must be consistent by then.
-                released, self.buffer = self.buffer, deque()
-                del released
+            # Release the free items only now: their __del__ may use the
+            # channel, which must be consistent by then.  Reserved items stay
+            # for the receives granted them, which return them (I3).
+            released = self.release_free()
+            del released
 
     def statistics(self) -> ChannelStatistics:
         """A snapshot of this channel."""
         return ChannelStatistics(
-            items_buffered=len(self.buffer),
+            items_buffered=len(self.buffer) - len(self.in_flight),
             capacity=self.capacity,
             open_senders=self.senders,
             open_receivers=self.receivers,

@@ -349,6 +349,95 @@ async def test_cancelling_the_middle_of_three_granted_receivers_shifts_the_items
         assert fourth.result == "C"
 
 
+async def test_a_receive_while_a_grant_is_in_flight_takes_the_oldest_item(
+    flavour: str, source: str
+) -> None:
+    # R1 is granted A, B is buffered, and another receiver takes an item
+    # before R1 runs (and, on asyncio, is cancelled): it must take A, so
+    # that no receiver gets B and then A given back.
+    if flavour not in MANY_RECEIVERS:
+        pytest.skip("one receiver")
+    tx, rx = channel(flavour, 2)
+    other = rx.clone()
+    taken: list[Any] = []
+
+    def grant() -> None:
+        tx.send_nowait("A")
+        tx.send_nowait("B")
+        taken.append(other.receive_nowait())
+        assert other.statistics().items_buffered == 0  # B is R1's now
+
+    async with anyio.create_task_group() as tg:
+        first = Call(rx.receive, source).start(tg)
+        await settle()
+        first.grant_then_cancel(grant)
+        await first.finished.wait()
+        await settle()
+    tx.send_nowait("C")
+    assert taken == ["A"]
+    if first.outcome == "cancelled":
+        assert drain(other) == ["B", "C"]
+    else:
+        assert first.result == "B"
+        assert drain(other) == ["C"]
+    if source in GIVE_BACK_SOURCES:
+        assert first.outcome == "cancelled"
+
+
+@pytest.mark.parametrize("take", ["receive_nowait", "receive_many"])
+@pytest.mark.parametrize("capacity", [0, 1])
+async def test_a_receive_that_admits_a_parked_sender_during_a_grant_keeps_the_order(
+    flavour: str, source: str, capacity: int, take: str, anyio_backend_name: str
+) -> None:
+    # R1 is granted A; in the same step a sender parks with its last item
+    # and another task receives without waiting, then cancels R1.  That
+    # receive takes the oldest items, the parked item joins the line after
+    # what R1 holds, and whether R1 is cancelled or returns, the items come
+    # out in the order they were sent.
+    if flavour not in MANY_RECEIVERS:
+        pytest.skip("one receiver")
+    if anyio_backend_name == "trio":
+        pytest.skip("needs asyncio's FIFO run queue to order the two tasks")
+    tx, rx = channel(flavour, capacity)
+    other = rx.clone()
+    sent = ["A", "B"][: capacity + 1]
+    taken: list[Any] = []
+    go = anyio.Event()
+
+    async def send_all() -> None:
+        await go.wait()
+        for item in sent:
+            tx.send_nowait(item)  # A to R1, then B to the buffer
+        await tx.send("S")  # parks: the buffer is full (and refills the budget)
+
+    async def receive_and_cancel() -> None:
+        await go.wait()  # runs after send_all(), before R1 resumes
+        if take == "receive_nowait":
+            taken.append(other.receive_nowait())
+        else:
+            taken.extend(await other.receive_many(10))  # does not wait
+        first.cancel()
+
+    async with anyio.create_task_group() as tg:
+        first = Call(rx.receive, source).start(tg)
+        await settle()
+        tg.start_soon(send_all)
+        tg.start_soon(receive_and_cancel)
+        await settle()
+        go.set()
+        await first.finished.wait()
+        await settle()
+    assert taken  # the oldest items, A first
+    assert taken == sent[: len(taken)]
+    rest = drain(other)
+    if first.outcome == "cancelled":
+        assert taken + rest == [*sent, "S"]
+    else:
+        assert [*taken, first.result, *rest] == [*sent, "S"]
+    if source == "asyncio_task_cancel":
+        assert first.outcome == "cancelled"
+
+
 async def test_an_item_given_back_when_every_receiver_closed_is_dropped(
     flavour: str, anyio_backend_name: str
 ) -> None:

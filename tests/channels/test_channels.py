@@ -296,6 +296,30 @@ async def test_closing_the_last_receiver_releases_buffered_items(flavour: str) -
     assert tx.statistics().items_buffered == 0
 
 
+async def test_the_last_receiver_closing_keeps_the_item_granted_to_a_blocked_receive(
+    flavour: str,
+) -> None:
+    # A receive granted an item before the last receiver closed returns it;
+    # the items nobody can receive any more are released at once.
+    tx, rx = channel(flavour, 3)
+    items = [Item(i) for i in range(3)]
+    refs = [weakref.ref(item) for item in items]
+    async with anyio.create_task_group() as tg:
+        first = Call(rx.receive).start(tg)
+        await settle()
+        for item in items:
+            tx.send_nowait(item)  # the first to the blocked receive
+        del items, item
+        rx.close()  # before that receive resumes
+        assert tx.statistics().items_buffered == 0
+        gc.collect()
+        assert [ref() is None for ref in refs] == [False, True, True]
+        await first.finished.wait()
+    assert first.result is refs[0]()
+    with pytest.raises(anyio.BrokenResourceError):
+        tx.send_nowait(Item(3))
+
+
 async def test_closing_one_receiver_clone_keeps_buffered_items(flavour: str) -> None:
     if flavour not in MANY_RECEIVERS:
         pytest.skip("the receiver cannot be cloned")

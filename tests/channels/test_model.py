@@ -302,8 +302,9 @@ class Game:
 
     async def race_receive(self, pick: int) -> bool:
         """Park receivers if need be, then send 1 to 3 items, the first to
-        the head receiver, maybe close that sender, and cancel the head
-        receiver, all in one step."""
+        the head receiver, maybe receive without waiting from the test task,
+        maybe close that sender, and cancel the head receiver, all in one
+        step."""
         model = self.model
         if not self.on_asyncio:
             return False
@@ -321,6 +322,26 @@ class Game:
             model.send(ep, item) or ("raised", "WouldBlock") for item in items
         ]
         granted = model.grants[:]
+        # A receive in the window takes the oldest item not delivered, a
+        # granted one: each granted receiver moves up to the next one's
+        # item, and the last to the item that receive would take otherwise.
+        take = self.flavour in MANY_RECEIVERS and pick % 4 == 1
+        take_ep = (pick // 4) % len(self.receivers)
+        expected_take: tuple[str, Any] | None = None
+        if take:
+            expected_take = model.receive(take_ep) or ("raised", "WouldBlock")
+            if expected_take[0] == "returned" and granted:
+                event("a receive took an item while grants were in flight")
+                items_now = [item for _, item in granted]
+                after_granted = expected_take[1]
+                expected_take = ("returned", items_now[0])
+                items_now = [*items_now[1:], after_granted]
+                granted = [
+                    (receiver, item)
+                    for (receiver, _), item in zip(granted, items_now, strict=True)
+                ]
+                for receiver, item in granted:
+                    model.finish(receiver.call, "returned", item)
         if granted and granted[0][0] is head:
             event(f"receiver cancelled after {len(granted)} grant(s)")
             # In-flight receivers pass the items down; the last one
@@ -339,16 +360,20 @@ class Game:
             event("sender closed as a receiver was cancelled after its grant")
             model.close_sender(ep)
         sends: list[tuple[str, Any]] = []
+        takes: list[tuple[str, Any]] = []
 
         def grant() -> None:
             sender = self.senders[ep]
             for item in items:
                 sends.append(nowait_outcome(partial(sender.send_nowait, item)))
+            if take:
+                takes.append(nowait_outcome(self.receivers[take_ep].receive_nowait))
             if close:
                 sender.close()
 
         head.call.grant_then_cancel(grant)
         assert sends == expected_sends
+        assert takes == ([] if expected_take is None else [expected_take])
         return True
 
     async def race_send(self, pick: int) -> bool:
