@@ -262,10 +262,11 @@ class ReceiveEndpoint(_Endpoint, ObjectReceiveStream[T_co], Generic[T_co]):
         # try_receive() returns NOTHING exactly when none of these holds
         # (not state.receive_would_park(), written out with ``.parked`` for
         # bool()): test them first, to skip its call on the way to parking
-        # (the ping-pong path).
+        # (the ping-pong path).  No free item is one of them: the gate above
+        # is exact (len(in_flight)) or closed, and it is closed only while a
+        # sender may be parked or the single receiver is busy, both tested.
         if (
-            (buffer and len(buffer) > len(state.in_flight))
-            or state.send_waiters.parked
+            state.send_waiters.parked
             or not state.senders
             or self._closed
             or (
@@ -325,12 +326,9 @@ class ReceiveEndpoint(_Endpoint, ObjectReceiveStream[T_co], Generic[T_co]):
             send_waiters = state.send_waiters
             state.recv_floor = INF if send_waiters.parked and send_waiters else 0
         else:
-            if buffer:
-                # A receive may take one of them next: one item fewer is
-                # reserved, so lower the gate with it.  With the buffer empty
-                # it stays one above len(in_flight), stricter, never looser,
-                # until the next grant or sync() (see _state.py).
-                state.recv_floor -= 1
+            # One item fewer is reserved: the receive gate moves with it, so
+            # it stays exact (see _state.py; inf stays inf).
+            state.recv_floor -= 1
             if not in_flight and not state.senders:
                 # The last item in flight is delivered and no sender is
                 # open: the receivers that waited for it get the end of the

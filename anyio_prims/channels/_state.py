@@ -58,16 +58,15 @@
 #            or inf while a sender may be parked (its item must follow the
 #            one taken) or, on a single receiver, while its granted receive
 #            has not resumed (another task receiving then is
-#            BusyResourceError).  A grant sets it; a granted receive that
-#            resumes lowers it by one only if items are left (a receive may
-#            take one next), else leaves it one above until the next grant
-#            or ``sync()``: stricter, and one update fewer on the ping-pong
-#            path
+#            BusyResourceError).  A grant sets it and a granted receive
+#            that resumes lowers it by one, so that it is exact whenever it
+#            is not inf: a receive that fails the gate and finds no sender
+#            parked knows that no item is free, and parks at once
 # The gates may be stricter than the truth, never looser (a recv_floor
 # below ``len(in_flight)`` would let a receive take an item reserved for a
 # receiver that has not resumed): a task closes the gate itself before it
 # parks, and ``sync()`` reopens a gate only after checking the waiters.  A
-# stale gate costs one trip through the slow path, which ends with
+# stale closed gate costs one trip through the slow path, which ends with
 # ``sync()``.
 #
 # Grant-then-cancel (asyncio: the task is cancelled after its waiter was

@@ -320,6 +320,27 @@ async def test_the_last_receiver_closing_keeps_the_item_granted_to_a_blocked_rec
         tx.send_nowait(Item(3))
 
 
+@pytest.mark.parametrize("capacity", [1, math.inf])
+async def test_a_receive_after_a_woken_receive_resumed_takes_the_item_sent_since(
+    flavour: str, capacity: float
+) -> None:
+    # The receive gate follows the reservations back down when a woken
+    # receive resumes: an item sent after that is free, and a receive takes
+    # it at once instead of waiting for another send.
+    tx, rx = channel(flavour, capacity)
+    async with anyio.create_task_group() as tg:
+        first = Call(rx.receive).start(tg)
+        await settle()
+        await tx.send("A")  # to the blocked receive
+        await first.finished.wait()
+        await tx.send("B")  # into the buffer: nobody is blocked
+        before = WAITER_STATS.created
+        with anyio.fail_after(5):
+            assert await rx.receive() == "B"
+        assert WAITER_STATS.created == before  # it did not wait
+    assert first.result == "A"
+
+
 async def test_closing_one_receiver_clone_keeps_buffered_items(flavour: str) -> None:
     if flavour not in MANY_RECEIVERS:
         pytest.skip("the receiver cannot be cloned")
