@@ -506,13 +506,7 @@ class ChannelState(Generic[T]):
         """
         buffer = self.buffer
         free = len(buffer) - len(self.in_flight)
-        if free <= 0:
-            return None
-        if free == len(buffer):
-            released = list(buffer)
-            buffer.clear()
-            return released
-        return [buffer.pop() for _ in range(free)]
+        return [buffer.pop() for _ in range(free)] if free > 0 else None
 
     # -- closing ---------------------------------------------------------
 
@@ -538,7 +532,7 @@ class ChannelState(Generic[T]):
         """Fail the parked receivers with EndOfStream if the stream has ended:
         no sender open and no item in flight (I4)."""
         if not self.senders and self.recv_waiters.parked and self.recv_waiters:
-            # I1: the buffer is empty while receivers are parked.
+            # I1: no item is free while receivers are parked.
             for waiter in drain(self.recv_waiters):
                 waiter.fail(anyio.EndOfStream())
             self.sync()
