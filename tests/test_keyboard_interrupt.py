@@ -57,6 +57,8 @@ RUNS_USER_CODE = {
     ("executor/_executor.py", "_handles_for"),
     ("executor/_map.py", "_next_async"),
     ("executor/_map.py", "_next"),
+    ("executor/_map.py", "_iter_of"),
+    ("executor/_map.py", "_aiter_of"),
     ("sync/_event.py", "wait_for"),
 }
 
@@ -284,6 +286,16 @@ def test_user_code_the_library_calls_stays_interruptible_on_trio() -> None:
         note("async map input")
         yield 1
 
+    class Inputs:
+        def __iter__(self) -> Iterator[int]:
+            note("map input's __iter__")
+            return iter([1])
+
+    class AsyncInputs:
+        def __aiter__(self) -> AsyncIterator[int]:
+            note("async map input's __aiter__")
+            return async_inputs()
+
     def arguments() -> Iterator[tuple[()]]:
         note("spawn_many argument")
         yield ()
@@ -300,6 +312,8 @@ def test_user_code_the_library_calls_stays_interruptible_on_trio() -> None:
             await executor.spawn(job)
             assert [r async for r in executor.map(mapped, inputs())] == [1]
             assert [r async for r in executor.map(mapped, async_inputs())] == [1]
+            assert [r async for r in executor.map(mapped, Inputs())] == [1]
+            assert [r async for r in executor.map(mapped, AsyncInputs())] == [1]
             await executor.spawn_many(job, arguments())[0]
         note("the caller, after")
 
@@ -308,6 +322,8 @@ def test_user_code_the_library_calls_stays_interruptible_on_trio() -> None:
         "job": False,
         "map input": False,
         "async map input": False,
+        "map input's __iter__": False,
+        "async map input's __aiter__": False,
         "spawn_many argument": False,
         "wait_for predicate": False,
         "the caller, after": False,

@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
-# The input's reads, in functions of their own that are left interruptible
+# The input's opening and reads, in functions of their own that are left interruptible
 # by Ctrl-C on Trio (``runs_user_code``); the bookkeeping around them stays
 # protected (_core/_ki.py).
 
@@ -54,6 +54,16 @@ async def _next_async(items: AsyncIterator[Any]) -> Any:
 @runs_user_code  # the input's iterator
 def _next(items: Iterator[Any]) -> Any:
     return next(items)
+
+
+@runs_user_code  # the input's __aiter__
+def _aiter_of(iterable: AsyncIterable[Any]) -> AsyncIterator[Any]:
+    return iterable.__aiter__()
+
+
+@runs_user_code  # the input's __iter__
+def _iter_of(iterable: Iterable[Any]) -> Iterator[Any]:
+    return iter(iterable)
 
 
 class MapIterator(Generic[T]):
@@ -108,9 +118,9 @@ class MapIterator(Generic[T]):
         self._aiter: AsyncIterator[Any] | None = None
         self._iter: Any = None
         if isinstance(iterable, AsyncIterable):
-            self._aiter = iterable.__aiter__()
+            self._aiter = _aiter_of(iterable)
         elif isinstance(iterable, Iterable):
-            self._iter = iter(iterable)
+            self._iter = _iter_of(iterable)
         else:
             raise TypeError(
                 "iterable must be an iterable or an async iterable, not "
