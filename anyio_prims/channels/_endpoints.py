@@ -234,7 +234,10 @@ class ReceiveEndpoint(_Endpoint, ObjectReceiveStream[T_co], Generic[T_co]):
 
         Each call takes the oldest item not yet delivered: one granted to a
         receiver that has not run yet is taken, and that receiver's
-        reservation moves on to the next item.  Cancelled before an item was
+        reservation moves on to the next item (on Trio, not one granted
+        before an item already delivered: that one stays for its own
+        receiver, so no task gets a sender's items out of order).  Cancelled
+        before an item was
         granted: nothing was taken.  Cancelled after one was granted but
         before the task ran: the item goes to the next receiver, or back to
         the front of the buffer, and the cancellation propagates.
@@ -259,14 +262,13 @@ class ReceiveEndpoint(_Endpoint, ObjectReceiveStream[T_co], Generic[T_co]):
         buffer = state.buffer
         if len(buffer) > state.recv_floor and not self._closed:
             return buffer.popleft()
-        # try_receive() returns NOTHING exactly when none of these holds
-        # (not state.receive_would_park(), written out with ``.parked`` for
-        # bool()): test them first, to skip its call on the way to parking
-        # (the ping-pong path).  No free item is one of them: the gate above
-        # is exact (len(in_flight)) or closed, and it is closed only while a
-        # sender may be parked or the single receiver is busy, both tested.
+        # try_receive() returns NOTHING when none of these holds: test them
+        # first, to skip its call on the way to parking (the ping-pong path).
+        # No free item is one of them: the gate above is exact
+        # (len(in_flight)) or inf, and an inf gate, stale or not (a sender
+        # parked, items held, the single receiver busy), asks try_receive().
         if (
-            state.send_waiters.parked
+            state.recv_floor == INF
             or not state.senders
             or self._closed
             or (
@@ -305,14 +307,15 @@ class ReceiveEndpoint(_Endpoint, ObjectReceiveStream[T_co], Generic[T_co]):
         # object for the channel's life.
         in_flight = state.in_flight
         item: T_co
-        if in_flight[0] is waiter:
-            in_flight.popleft()
-            item = buffer.popleft()
-        else:  # resumed out of grant order (Trio runs a batch in any order)
-            index = in_flight.index(waiter)  # Waiter has no __eq__: by identity
-            del in_flight[index]
-            item = buffer[index]
-            del buffer[index]
+        if in_flight[0] is not waiter or state.held:
+            # Resumed out of grant order, or while items are held (Trio
+            # runs a batch in any order; many receivers only).
+            item = state.take_granted(waiter)
+            waiter.payload = waiter.value = None
+            waiters._spare = waiter
+            return item
+        in_flight.popleft()
+        item = buffer.popleft()
         if state.single_receiver:
             # The receiver is free again (in_flight is empty): reopen its
             # fast path.
@@ -487,6 +490,7 @@ def open_channel(
     state.single_sender = single_sender
     state.single_receiver = single_receiver
     state.in_flight = NO_IN_FLIGHT
+    state.held = 0
     state.send_in_flight = False
     # The gates (see _state.py) with one sender and one receiver open and
     # nobody parked: sends pass while the buffer holds fewer than the

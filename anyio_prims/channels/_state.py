@@ -31,6 +31,14 @@
 # receivers granted together keep their grant order among themselves.
 # Nothing moves in memory for any of this; the reservation is a position.
 #
+# Held items.  Trio runs the tasks woken in one step in any order, so a
+# receiver granted later can resume first: it takes its own item, later
+# than the ones reserved before it.  Those ``held`` first items are then
+# for their own receivers only; the oldest item any other receive may take
+# is ``buffer[held]``.  Otherwise the same task, receiving again, would
+# take an item older than the one it just got.  asyncio resumes woken
+# tasks in the order they were woken, so ``held`` stays 0 there.
+#
 # Invariants (over *live* waiters: parked, not cancelled); ``free`` is
 # ``len(buffer) - len(in_flight)``:
 #   I0  free >= 0: every in-flight receiver has its item in the buffer
@@ -43,6 +51,8 @@
 #       is open, free == 0 and ``in_flight`` is empty: an in-flight
 #       receive can still be cancelled and free its item (below), so until
 #       the last one has resumed, receivers wait for it
+#   I5  0 <= held <= len(in_flight); a receive that does not resume a
+#       grant takes ``buffer[held]``
 # Free items may exceed the capacity by the items freed that way; sends
 # wait until they are below the capacity again.
 #
@@ -56,12 +66,16 @@
 #            which counts only the free items
 #   receive  ``len(buffer) > recv_floor``; recv_floor is ``len(in_flight)``,
 #            or inf while a sender may be parked (its item must follow the
-#            one taken) or, on a single receiver, while its granted receive
+#            one taken), while items are held (the item to take is not the
+#            first), or, on a single receiver, while its granted receive
 #            has not resumed (another task receiving then is
 #            BusyResourceError).  A grant sets it and a granted receive
 #            that resumes lowers it by one, so that it is exact whenever it
-#            is not inf: a receive that fails the gate and finds no sender
-#            parked knows that no item is free, and parks at once
+#            is not inf: a receive that fails a gate that is not inf knows
+#            that no item is free, and parks at once.  An inf gate may be
+#            stale (on Trio a parked sender leaves its queue when it is
+#            cancelled, before its task runs to call ``sync()``), so a
+#            receive that finds it inf asks ``try_receive()`` first
 # The gates may be stricter than the truth, never looser (a recv_floor
 # below ``len(in_flight)`` would let a receive take an item reserved for a
 # receiver that has not resumed): a task closes the gate itself before it
@@ -82,7 +96,10 @@
 #   R1 cancelled: R2 gets A, and B is next in line.  A receive that took an
 #   item in that window took A, the oldest, and left B reserved for R1:
 #   then B is next in line.  An item freed after the last sender closed is
-#   still delivered before the end of the stream (I4).
+#   still delivered before the end of the stream (I4).  A held item freed
+#   this way (only the generic waiter on Trio can both resume out of grant
+#   order and undo a grant) is next in line although a later item was
+#   delivered already: the one case in which the order can differ.
 #
 # Items a channel can no longer deliver (the last receiver closed) are
 # dropped at once.  User code can run inside a release (an item's
@@ -255,6 +272,7 @@ class ChannelState(Generic[T]):
         "__weakref__",
         "buffer",
         "capacity",
+        "held",
         "in_flight",
         "receivers",
         "recv_floor",
@@ -293,6 +311,9 @@ class ChannelState(Generic[T]):
     in_flight: deque[Waiter[object]]
     #: a single sender's item was taken and its task has not resumed
     send_in_flight: bool
+    #: the first ``held`` reserved items, which only their own receivers may
+    #: take (I5; Trio, see the top of the file)
+    held: int
     #: the gates (see the top of the file)
     send_limit: float
     recv_floor: float
@@ -335,6 +356,7 @@ class ChannelState(Generic[T]):
             INF
             if (send_waiters.parked and send_waiters)
             or (self.single_receiver and reserved)
+            or self.held
             else reserved
         )
 
@@ -390,7 +412,7 @@ class ChannelState(Generic[T]):
             # the receiver).
             if not (recv_waiters.parked and recv_waiters) and not self.send_in_flight:
                 self.send_limit = self.capacity
-            if self.single_receiver:
+            if self.single_receiver or self.held:
                 self.recv_floor = INF
             else:
                 self.recv_floor = len(self.in_flight)
@@ -416,9 +438,9 @@ class ChannelState(Generic[T]):
 
         The slow half of ``receive``/``receive_nowait``: the checks the fast
         path skipped, then a free item or the head sender's.  The item taken
-        is the oldest not delivered, ``buffer[0]`` even when it is reserved
-        (the reservations move up one place).  Keeps I2: room freed goes to
-        the head sender's item.
+        is the oldest not delivered and not held, ``buffer[held]`` even when
+        it is reserved (the reservations after it move up one place).  Keeps
+        I2: room freed goes to the head sender's item.
         """
         if closed:
             raise anyio.ClosedResourceError
@@ -430,7 +452,7 @@ class ChannelState(Generic[T]):
         buffer = self.buffer
         send_waiters = self.send_waiters
         if len(buffer) > len(in_flight):
-            item = buffer.popleft()
+            item = self.take_oldest()
             if len(buffer) - len(in_flight) < self.capacity and send_waiters.parked:
                 sender = send_waiters.pop()
                 if sender is not None:
@@ -442,12 +464,41 @@ class ChannelState(Generic[T]):
             item = self.grant_sender(sender)
             if buffer:  # reserved items are older: take the oldest (I3)
                 buffer.append(item)
-                item = buffer.popleft()
+                item = self.take_oldest()
             self.sync()
             return item
         if not self.senders and not in_flight:  # I4
             raise anyio.EndOfStream
         return NOTHING
+
+    def take_oldest(self) -> T:
+        """Remove and return the item a receive that does not resume a grant
+        takes: ``buffer[held]`` (I5).  The buffer holds more than ``held``."""
+        held = self.held
+        if not held:
+            return self.buffer.popleft()
+        buffer = self.buffer
+        item = buffer[held]
+        del buffer[held]
+        return item
+
+    def take_granted(self, waiter: Waiter[object]) -> T:
+        """The item of the granted receive that parked on ``waiter`` and has
+        resumed out of grant order or while items are held (Trio; many
+        receivers only): ``buffer[i]`` for ``in_flight[i]`` (I3), and the
+        items reserved before it are held for their receivers (I5)."""
+        in_flight = self.in_flight
+        buffer = self.buffer
+        index = in_flight.index(waiter)  # Waiter has no __eq__: by identity
+        del in_flight[index]
+        item = buffer[index]
+        del buffer[index]
+        held = self.held
+        self.held = held - 1 if index < held else index
+        self.sync()
+        if not in_flight and not self.senders:
+            self.end_of_stream()  # the last item in flight is delivered (I4)
+        return item
 
     def take_more(self, items: list[T], max_items: int) -> None:
         """Append up to ``max_items - len(items)`` more items, without waiting."""
@@ -455,7 +506,7 @@ class ChannelState(Generic[T]):
         reserved = len(self.in_flight)
         want = max_items - len(items)
         while want and len(buffer) > reserved:
-            items.append(buffer.popleft())
+            items.append(self.take_oldest())
             want -= 1
         senders = self.send_waiters
         while want:
@@ -464,7 +515,7 @@ class ChannelState(Generic[T]):
                 break
             if buffer:  # reserved items are older: take the oldest (I3)
                 buffer.append(self.grant_sender(sender))
-                items.append(buffer.popleft())
+                items.append(self.take_oldest())
             else:
                 items.append(self.grant_sender(sender))
             want -= 1
@@ -482,9 +533,13 @@ class ChannelState(Generic[T]):
         The core's ``give_back`` callback, bound to ``waiter`` (the core
         passes ``waiter.value``, which a receiver's grant leaves None).  The
         later in-flight receivers move up one place; the last reserved item
-        is free again, and goes to the next parked receiver, if any.
+        is free again, and goes to the next parked receiver, if any.  The
+        held items stay held while they are reserved (I5).
         """
-        self.in_flight.remove(waiter)  # Waiter has no __eq__: by identity
+        in_flight = self.in_flight
+        in_flight.remove(waiter)  # Waiter has no __eq__: by identity
+        if self.held > len(in_flight):
+            self.held = len(in_flight)
         if not self.receivers:
             # Nobody can receive the freed item: release it, after the
             # state is consistent (its __del__ may use the channel).

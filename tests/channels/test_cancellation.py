@@ -31,6 +31,7 @@ from ._support import (
     CHANNELS,
     GIVE_BACK_SOURCES,
     MANY_RECEIVERS,
+    MANY_SENDERS,
     SOURCES,
     Call,
     settle,
@@ -382,6 +383,50 @@ async def test_a_receive_while_a_grant_is_in_flight_takes_the_oldest_item(
         assert drain(other) == ["C"]
     if source in GIVE_BACK_SOURCES:
         assert first.outcome == "cancelled"
+
+
+@pytest.mark.parametrize("parked", [1, 17])
+@pytest.mark.parametrize("capacity", [1, 2])
+async def test_a_receive_while_cancelled_sends_have_not_resumed_takes_the_buffered_item(
+    flavour: str, source: str, capacity: int, parked: int
+) -> None:
+    # Sends park on a full buffer and are cancelled in one step; on Trio
+    # they leave the queue at once, before their tasks run (17 make a
+    # WaitQueue compact itself).  A receive in that window must take the
+    # buffered item, not park beside it (where closing the senders would
+    # then end the stream with the item never delivered).
+    if parked > 1 and flavour not in MANY_SENDERS:
+        pytest.skip("one sender")
+    tx, rx = channel(flavour, capacity)
+    for i in range(capacity):
+        tx.send_nowait(i)
+    endpoints = [tx.clone() for _ in range(parked)] if parked > 1 else [tx]
+    async with anyio.create_task_group() as tg:
+        senders = [
+            Call(partial(endpoint.send, f"late {n}"), source).start(tg)
+            for n, endpoint in enumerate(endpoints)
+        ]
+        await settle()
+        assert tx.statistics().tasks_waiting_send == parked
+        for sender in senders:
+            sender.cancel()
+        with anyio.fail_after(5):
+            assert await rx.receive() == 0
+        for sender in senders:
+            await sender.finished.wait()
+    for endpoint in endpoints:
+        endpoint.close()
+    rest: list[Any] = list(range(1, capacity))
+    for n, sender in enumerate(senders):
+        if source in CANCELLED_AT_ONCE and not core.FORCE_GENERIC:
+            assert sender.outcome == "cancelled"
+        if sender.returned:  # cancelled later than the receive let it in
+            rest.append(f"late {n}")
+        else:
+            assert sender.outcome == "cancelled"
+    tx.close()
+    with anyio.fail_after(5):
+        assert [item async for item in rx] == rest
 
 
 @pytest.mark.parametrize("take", ["receive_nowait", "receive_many"])

@@ -177,6 +177,52 @@ async def test_blocked_receivers_are_served_in_arrival_order(
     assert [r.result for r in receivers] == [0, 1, 2]
 
 
+@pytest.mark.parametrize("then", ["receive", "receive_nowait", "receive_many"])
+@pytest.mark.parametrize("capacity", [0, 2, math.inf])
+async def test_receivers_woken_together_each_get_their_items_in_send_order(
+    flavour: str, capacity: float, then: str
+) -> None:
+    # Two parked receivers are granted 0 and 1 in one step.  Trio may run
+    # the second first; receiving again before the first has run, it must
+    # get a later item than its 1, not the 0 granted to the first.  Twenty
+    # rounds, so that Trio runs the pair in both orders.
+    if flavour not in MANY_RECEIVERS:
+        pytest.skip("one receiver")
+    if capacity == 0 and then == "receive_nowait":
+        pytest.skip("at capacity 0 the last item waits for its sender to run")
+    for _ in range(20):
+        tx, rx = channel(flavour, capacity)
+        got: list[list[int]] = [[], []]
+
+        async def consume(mine: list[int], endpoint: Any) -> None:
+            if then == "receive_many":
+                while len(mine) < 2:
+                    mine.extend(await endpoint.receive_many(2 - len(mine)))
+            else:
+                mine.append(await endpoint.receive())
+                if then == "receive_nowait":
+                    mine.append(endpoint.receive_nowait())
+                else:
+                    mine.append(await endpoint.receive())
+
+        async def produce(tx: Any) -> None:
+            for i in range(4):
+                await tx.send(i)
+
+        async with anyio.create_task_group() as tg:
+            for parked, mine in enumerate(got, 1):
+                tg.start_soon(consume, mine, rx.clone())
+                while rx.statistics().tasks_waiting_receive < parked:
+                    await anyio.lowlevel.checkpoint()
+            if capacity:
+                for i in range(4):
+                    tx.send_nowait(i)  # two grants and two free items
+            else:
+                tg.start_soon(produce, tx)
+        assert all(mine == sorted(mine) for mine in got), got
+        assert sorted(got[0] + got[1]) == [0, 1, 2, 3]
+
+
 @pytest.mark.parametrize("capacity", [0, 1])
 async def test_blocked_senders_are_served_in_arrival_order(
     flavour: str, capacity: int
