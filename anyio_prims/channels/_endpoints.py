@@ -236,11 +236,11 @@ class ReceiveEndpoint(_Endpoint, ObjectReceiveStream[T_co], Generic[T_co]):
         receiver that has not run yet is taken, and that receiver's
         reservation moves on to the next item (on Trio, not one granted
         before an item already delivered: that one stays for its own
-        receiver, so no task gets a sender's items out of order).  Cancelled
-        before an item was
-        granted: nothing was taken.  Cancelled after one was granted but
-        before the task ran: the item goes to the next receiver, or back to
-        the front of the buffer, and the cancellation propagates.
+        receiver, so no task gets a sender's items out of order).
+        Cancelled before an item was granted: nothing was taken.  Cancelled
+        after one was granted but before the task ran: the item goes to the
+        next receiver, or back to the front of the buffer, and the
+        cancellation propagates.
 
         :raises anyio.EndOfStream: if the buffer is empty and every sender is
             closed (``async for`` ends); while an item granted to another
