@@ -266,14 +266,14 @@ class ReceiveEndpoint(_Endpoint, ObjectReceiveStream[T_co], Generic[T_co]):
         # first, to skip its call on the way to parking (the ping-pong path).
         # No free item is one of them: the gate above is exact
         # (len(in_flight)) or inf, and an inf gate, stale or not (a sender
-        # parked, items held, the single receiver busy), asks try_receive().
+        # parked, items held, a granted single receiver not resumed), asks
+        # try_receive().  Another task parked on a single receiver is the
+        # one busy case the gate does not show.
         if (
             state.recv_floor == INF
             or not state.senders
             or self._closed
-            or (
-                state.single_receiver and (state.recv_waiters.parked or state.in_flight)
-            )
+            or (state.single_receiver and state.recv_waiters.parked)
         ):
             taken = state.try_receive(self._closed)
             if taken is not NOTHING:
@@ -311,32 +311,30 @@ class ReceiveEndpoint(_Endpoint, ObjectReceiveStream[T_co], Generic[T_co]):
             # Resumed out of grant order, or while items are held (Trio
             # runs a batch in any order; many receivers only).
             item = state.take_granted(waiter)
-            waiter.payload = waiter.value = None
-            waiters._spare = waiter
-            return item
-        in_flight.popleft()
-        item = buffer.popleft()
-        if state.single_receiver:
-            # The receiver is free again (in_flight is empty): reopen its
-            # fast path.
-            state.send_limit = (
-                state.capacity
-                if state.receivers
-                and not (waiters.parked and waiters)
-                and not state.send_in_flight
-                else 0
-            )
-            send_waiters = state.send_waiters
-            state.recv_floor = INF if send_waiters.parked and send_waiters else 0
         else:
-            # One item fewer is reserved: the receive gate moves with it, so
-            # it stays exact (see _state.py; inf stays inf).
-            state.recv_floor -= 1
-            if not in_flight and not state.senders:
-                # The last item in flight is delivered and no sender is
-                # open: the receivers that waited for it get the end of the
-                # stream (I4).
-                state.end_of_stream()
+            in_flight.popleft()
+            item = buffer.popleft()
+            if state.single_receiver:
+                # The receiver is free again (in_flight is empty): reopen
+                # its fast path.
+                state.send_limit = (
+                    state.capacity
+                    if state.receivers
+                    and not (waiters.parked and waiters)
+                    and not state.send_in_flight
+                    else 0
+                )
+                send_waiters = state.send_waiters
+                state.recv_floor = INF if send_waiters.parked and send_waiters else 0
+            else:
+                # One item fewer is reserved: the receive gate moves with
+                # it, so it stays exact (see _state.py; inf stays inf).
+                state.recv_floor -= 1
+                if not in_flight and not state.senders:
+                    # The last item in flight is delivered and no sender is
+                    # open: the receivers that waited for it get the end of
+                    # the stream (I4).
+                    state.end_of_stream()
         # Recycle the waiter (see _core/_waiter.py).
         waiter.payload = waiter.value = None
         waiters._spare = waiter

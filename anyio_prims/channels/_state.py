@@ -376,8 +376,10 @@ class ChannelState(Generic[T]):
 
     def receive_would_park(self, closed: bool) -> bool:
         """Whether a receive now would park: ``try_receive`` returns NOTHING."""
-        # ReceiveEndpoint.receive() tests the negation of this written out
-        # (with ``.parked`` for bool()) before it parks: keep in step.
+        # ReceiveEndpoint.receive() tests, before it parks, a cheaper
+        # condition that is true whenever this is false (an inf receive gate
+        # stands for a parked sender, held items and a granted single
+        # receiver): keep the two in step.
         return (
             not closed
             and not (self.single_receiver and (self.recv_waiters or self.in_flight))

@@ -34,6 +34,17 @@ MANY_SENDERS = ("mpsc", "mpmc")
 #: Flavours whose receiver can be cloned (many consumers).
 MANY_RECEIVERS = ("spmc", "mpmc")
 
+
+def drain(rx: Any) -> list[Any]:
+    """Every item ``rx`` can receive now, without waiting."""
+    items = []
+    while True:
+        try:
+            items.append(rx.receive_nowait())
+        except anyio.WouldBlock:
+            return items
+
+
 ALL = ("asyncio", "trio")
 SOURCES: dict[str, tuple[str, ...]] = {
     "anyio_cancel_scope": ALL,

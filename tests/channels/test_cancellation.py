@@ -34,6 +34,7 @@ from ._support import (
     MANY_SENDERS,
     SOURCES,
     Call,
+    drain,
     settle,
     source_param,
     uncancel,
@@ -55,15 +56,6 @@ def source(request: pytest.FixtureRequest, anyio_backend_name: str) -> str:
 
 def channel(flavour: str, capacity: float, **kwargs: Any) -> Any:
     return CHANNELS[flavour](capacity, **kwargs)
-
-
-def drain(rx: Any) -> list[Any]:
-    items = []
-    while True:
-        try:
-            items.append(rx.receive_nowait())
-        except anyio.WouldBlock:
-            return items
 
 
 # ---------------------------------------------------------------------------

@@ -17,7 +17,14 @@ from anyio_prims import mpsc, oneshot, spmc
 from anyio_prims._core import WAITER_STATS
 from anyio_prims.streams import create_memory_object_stream
 
-from ._support import CHANNELS, MANY_RECEIVERS, MANY_SENDERS, Call, settle
+from ._support import (
+    CHANNELS,
+    MANY_RECEIVERS,
+    MANY_SENDERS,
+    Call,
+    drain,
+    settle,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -26,15 +33,6 @@ pytestmark = pytest.mark.anyio
 def flavour(request: pytest.FixtureRequest) -> str:
     name: str = request.param
     return name
-
-
-def drain(rx: Any) -> list[Any]:
-    items = []
-    while True:
-        try:
-            items.append(rx.receive_nowait())
-        except anyio.WouldBlock:
-            return items
 
 
 async def test_a_receive_after_a_cancelled_blocked_send_gets_the_buffered_item(
