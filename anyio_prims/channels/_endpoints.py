@@ -36,6 +36,7 @@ from .._core import BUDGET, FAILED, NOT_OPENED, NotCopied, budget_checkpoint
 from ._state import (
     INF,
     NO_IN_FLIGHT,
+    NO_PINNED,
     NOTHING,
     ChannelState,
     ChannelStatistics,
@@ -266,7 +267,7 @@ class ReceiveEndpoint(_Endpoint, ObjectReceiveStream[T_co], Generic[T_co]):
         # first, to skip its call on the way to parking (the ping-pong path).
         # No free item is one of them: the gate above is exact
         # (len(in_flight)) or inf, and an inf gate, stale or not (a sender
-        # parked, items held, a granted single receiver not resumed), asks
+        # parked, a granted single receiver not resumed), asks
         # try_receive().  Another task parked on a single receiver is the
         # one busy case the gate does not show.
         if (
@@ -307,9 +308,9 @@ class ReceiveEndpoint(_Endpoint, ObjectReceiveStream[T_co], Generic[T_co]):
         # object for the channel's life.
         in_flight = state.in_flight
         item: T_co
-        if in_flight[0] is not waiter or state.held:
-            # Resumed out of grant order, or while items are held (Trio
-            # runs a batch in any order; many receivers only).
+        if not in_flight or in_flight[0] is not waiter:
+            # Resumed out of grant order, or pinned by a receive that did
+            # (Trio runs a batch in any order; many receivers only).
             item = state.take_granted(waiter)
         else:
             in_flight.popleft()
@@ -488,7 +489,7 @@ def open_channel(
     state.single_sender = single_sender
     state.single_receiver = single_receiver
     state.in_flight = NO_IN_FLIGHT
-    state.held = 0
+    state.pinned = NO_PINNED
     state.send_in_flight = False
     # The gates (see _state.py) with one sender and one receiver open and
     # nobody parked: sends pass while the buffer holds fewer than the

@@ -31,13 +31,15 @@
 # receivers granted together keep their grant order among themselves.
 # Nothing moves in memory for any of this; the reservation is a position.
 #
-# Held items.  Trio runs the tasks woken in one step in any order, so a
+# Pinned items.  Trio runs the tasks woken in one step in any order, so a
 # receiver granted later can resume first: it takes its own item, later
-# than the ones reserved before it.  Those ``held`` first items are then
-# for their own receivers only; the oldest item any other receive may take
-# is ``buffer[held]``.  Otherwise the same task, receiving again, would
-# take an item older than the one it just got.  asyncio resumes woken
-# tasks in the order they were woken, so ``held`` stays 0 there.
+# than the ones reserved before it.  Those items are then for their own
+# receivers only, or the same task, receiving again, would take an item
+# older than the one it just got: the resume moves each of them, with its
+# receiver, out of the buffer and ``in_flight`` into ``pinned``.  The
+# buffer's first item is again the oldest any receive may take, and the
+# fast paths stay open.  asyncio resumes woken tasks in the order they
+# were woken, so nothing is pinned there.
 #
 # Invariants (over *live* waiters: parked, not cancelled); ``free`` is
 # ``len(buffer) - len(in_flight)``:
@@ -48,11 +50,13 @@
 #       whose tasks have not resumed yet; ``in_flight[i]`` resumes with
 #       ``buffer[i]`` and both leave
 #   I4  the end of the stream is reported (EndOfStream) only when no sender
-#       is open, free == 0 and ``in_flight`` is empty: an in-flight
-#       receive can still be cancelled and free its item (below), so until
-#       the last one has resumed, receivers wait for it
-#   I5  0 <= held <= len(in_flight); a receive that does not resume a
-#       grant takes ``buffer[held]``
+#       is open, free == 0 and ``in_flight`` and ``pinned`` are empty: an
+#       in-flight receive can still be cancelled and free its item (below),
+#       so until the last one has resumed, receivers wait for it
+#   I5  ``pinned`` maps receivers granted an item whose tasks have not
+#       resumed, and that are not in ``in_flight``, to their items, which
+#       are not in the buffer and are older than every item in it; a
+#       receive that does not resume a grant takes ``buffer[0]``
 # Free items may exceed the capacity by the items freed that way; sends
 # wait until they are below the capacity again.
 #
@@ -66,8 +70,7 @@
 #            which counts only the free items
 #   receive  ``len(buffer) > recv_floor``; recv_floor is ``len(in_flight)``,
 #            or inf while a sender may be parked (its item must follow the
-#            one taken), while items are held (the item to take is not the
-#            first), or, on a single receiver, while its granted receive
+#            one taken), or, on a single receiver, while its granted receive
 #            has not resumed (another task receiving then is
 #            BusyResourceError).  A grant sets it and a granted receive
 #            that resumes lowers it by one, so that it is exact whenever it
@@ -96,10 +99,11 @@
 #   R1 cancelled: R2 gets A, and B is next in line.  A receive that took an
 #   item in that window took A, the oldest, and left B reserved for R1:
 #   then B is next in line.  An item freed after the last sender closed is
-#   still delivered before the end of the stream (I4).  A held item freed
+#   still delivered before the end of the stream (I4).  A pinned item freed
 #   this way (only the generic waiter on Trio can both resume out of grant
-#   order and undo a grant) is next in line although a later item was
-#   delivered already: the one case in which the order can differ.
+#   order and undo a grant) goes back to the front of the buffer, next in
+#   line although a later item was delivered already: the one case in
+#   which the order can differ.
 #
 # Items a channel can no longer deliver (the last receiver closed) are
 # dropped at once.  User code can run inside a release (an item's
@@ -110,6 +114,7 @@ import math
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, Final, Generic, Protocol, TypeVar, cast
 
 import anyio
@@ -121,6 +126,10 @@ P = TypeVar("P")
 
 INF: Final = math.inf
 
+
+#: ``pinned`` until a receive first resumes out of grant order (``take_granted``
+#: makes the real dict); read-only, as NO_IN_FLIGHT.
+NO_PINNED: Final = cast("dict[Any, Any]", MappingProxyType({}))
 
 #: ``in_flight`` until a receiver first parks (``open_recv_waiters`` makes the
 #: real deque): an empty tuple standing in for an empty deque, shared by
@@ -272,8 +281,8 @@ class ChannelState(Generic[T]):
         "__weakref__",
         "buffer",
         "capacity",
-        "held",
         "in_flight",
+        "pinned",
         "receivers",
         "recv_floor",
         "recv_waiters",
@@ -311,9 +320,10 @@ class ChannelState(Generic[T]):
     in_flight: deque[Waiter[object]]
     #: a single sender's item was taken and its task has not resumed
     send_in_flight: bool
-    #: the first ``held`` reserved items, which only their own receivers may
-    #: take (I5; Trio, see the top of the file)
-    held: int
+    #: granted receivers that have not resumed, out of ``in_flight``, and
+    #: the items only they may take (I5; Trio, see the top of the file);
+    #: NO_PINNED until a receive first resumes out of grant order
+    pinned: dict[Waiter[object], T]
     #: the gates (see the top of the file)
     send_limit: float
     recv_floor: float
@@ -356,7 +366,6 @@ class ChannelState(Generic[T]):
             INF
             if (send_waiters.parked and send_waiters)
             or (self.single_receiver and reserved)
-            or self.held
             else reserved
         )
 
@@ -378,14 +387,14 @@ class ChannelState(Generic[T]):
         """Whether a receive now would park: ``try_receive`` returns NOTHING."""
         # ReceiveEndpoint.receive() tests, before it parks, a cheaper
         # condition that is true whenever this is false (an inf receive gate
-        # stands for a parked sender, held items and a granted single
-        # receiver): keep the two in step.
+        # stands for a parked sender and a granted single receiver): keep
+        # the two in step.
         return (
             not closed
             and not (self.single_receiver and (self.recv_waiters or self.in_flight))
             and len(self.buffer) <= len(self.in_flight)
             and not self.send_waiters
-            and (self.senders > 0 or bool(self.in_flight))
+            and (self.senders > 0 or bool(self.in_flight) or bool(self.pinned))
         )
 
     # -- sending ---------------------------------------------------------
@@ -414,7 +423,7 @@ class ChannelState(Generic[T]):
             # the receiver).
             if not (recv_waiters.parked and recv_waiters) and not self.send_in_flight:
                 self.send_limit = self.capacity
-            if self.single_receiver or self.held:
+            if self.single_receiver:
                 self.recv_floor = INF
             else:
                 self.recv_floor = len(self.in_flight)
@@ -440,9 +449,9 @@ class ChannelState(Generic[T]):
 
         The slow half of ``receive``/``receive_nowait``: the checks the fast
         path skipped, then a free item or the head sender's.  The item taken
-        is the oldest not delivered and not held, ``buffer[held]`` even when
-        it is reserved (the reservations after it move up one place).  Keeps
-        I2: room freed goes to the head sender's item.
+        is the oldest not delivered and not pinned, ``buffer[0]``, even when
+        it is reserved (the reservations move up one place).  Keeps I2: room
+        freed goes to the head sender's item.
         """
         if closed:
             raise anyio.ClosedResourceError
@@ -454,7 +463,7 @@ class ChannelState(Generic[T]):
         buffer = self.buffer
         send_waiters = self.send_waiters
         if len(buffer) > len(in_flight):
-            item = self.take_oldest()
+            item = buffer.popleft()
             if len(buffer) - len(in_flight) < self.capacity and send_waiters.parked:
                 sender = send_waiters.pop()
                 if sender is not None:
@@ -466,39 +475,34 @@ class ChannelState(Generic[T]):
             item = self.grant_sender(sender)
             if buffer:  # reserved items are older: take the oldest (I3)
                 buffer.append(item)
-                item = self.take_oldest()
+                item = buffer.popleft()
             self.sync()
             return item
-        if not self.senders and not in_flight:  # I4
+        if not self.senders and not in_flight and not self.pinned:  # I4
             raise anyio.EndOfStream
         return NOTHING
 
-    def take_oldest(self) -> T:
-        """Remove and return the item a receive that does not resume a grant
-        takes: ``buffer[held]`` (I5).  The buffer holds more than ``held``."""
-        held = self.held
-        if not held:
-            return self.buffer.popleft()
-        buffer = self.buffer
-        item = buffer[held]
-        del buffer[held]
-        return item
-
     def take_granted(self, waiter: Waiter[object]) -> T:
         """The item of the granted receive that parked on ``waiter`` and has
-        resumed out of grant order or while items are held (Trio; many
-        receivers only): ``buffer[i]`` for ``in_flight[i]`` (I3), and the
-        items reserved before it are held for their receivers (I5)."""
-        in_flight = self.in_flight
-        buffer = self.buffer
-        index = in_flight.index(waiter)  # Waiter has no __eq__: by identity
-        del in_flight[index]
-        item = buffer[index]
-        del buffer[index]
-        held = self.held
-        self.held = held - 1 if index < held else index
+        resumed out of grant order, or was pinned by one that did (Trio;
+        many receivers only).  An out-of-order resume pins the receivers
+        granted before it, with their items (I5), and takes ``buffer[i]``
+        for ``in_flight[i]`` (I3), now the first."""
+        pinned = self.pinned
+        if pinned and waiter in pinned:  # Waiter has no __eq__: by identity
+            item = pinned.pop(waiter)
+        else:
+            in_flight = self.in_flight
+            buffer = self.buffer
+            index = in_flight.index(waiter)
+            if pinned is NO_PINNED:
+                pinned = self.pinned = {}
+            for _ in range(index):
+                pinned[in_flight.popleft()] = buffer.popleft()
+            in_flight.popleft()
+            item = buffer.popleft()
         self.sync()
-        if not in_flight and not self.senders:
+        if not self.in_flight and not self.senders:
             self.end_of_stream()  # the last item in flight is delivered (I4)
         return item
 
@@ -508,7 +512,7 @@ class ChannelState(Generic[T]):
         reserved = len(self.in_flight)
         want = max_items - len(items)
         while want and len(buffer) > reserved:
-            items.append(self.take_oldest())
+            items.append(buffer.popleft())
             want -= 1
         senders = self.send_waiters
         while want:
@@ -517,7 +521,7 @@ class ChannelState(Generic[T]):
                 break
             if buffer:  # reserved items are older: take the oldest (I3)
                 buffer.append(self.grant_sender(sender))
-                items.append(self.take_oldest())
+                items.append(buffer.popleft())
             else:
                 items.append(self.grant_sender(sender))
             want -= 1
@@ -535,13 +539,15 @@ class ChannelState(Generic[T]):
         The core's ``give_back`` callback, bound to ``waiter`` (the core
         passes ``waiter.value``, which a receiver's grant leaves None).  The
         later in-flight receivers move up one place; the last reserved item
-        is free again, and goes to the next parked receiver, if any.  The
-        held items stay held while they are reserved (I5).
+        is free again, and goes to the next parked receiver, if any.  A
+        pinned receiver's item (I5) goes back to the front of the buffer, so
+        the in-flight receivers move up one place to it.
         """
-        in_flight = self.in_flight
-        in_flight.remove(waiter)  # Waiter has no __eq__: by identity
-        if self.held > len(in_flight):
-            self.held = len(in_flight)
+        pinned = self.pinned
+        if pinned and waiter in pinned:  # Waiter has no __eq__: by identity
+            self.buffer.appendleft(pinned.pop(waiter))
+        else:
+            self.in_flight.remove(waiter)
         if not self.receivers:
             # Nobody can receive the freed item: release it, after the
             # state is consistent (its __del__ may use the channel).
@@ -587,8 +593,13 @@ class ChannelState(Generic[T]):
 
     def end_of_stream(self) -> None:
         """Fail the parked receivers with EndOfStream if the stream has ended:
-        no sender open and no item in flight (I4)."""
-        if not self.senders and self.recv_waiters.parked and self.recv_waiters:
+        no sender open and no item in flight or pinned (I4)."""
+        if (
+            not self.senders
+            and not self.pinned
+            and self.recv_waiters.parked
+            and self.recv_waiters
+        ):
             # I1: no item is free while receivers are parked.
             for waiter in drain(self.recv_waiters):
                 waiter.fail(anyio.EndOfStream())

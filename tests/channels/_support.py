@@ -45,6 +45,16 @@ def drain(rx: Any) -> list[Any]:
             return items
 
 
+async def park_receives(tg: Any, rx: Any, count: int) -> list[Call]:
+    """``count`` receives on new clones of ``rx``, each in its own task in
+    ``tg``, each parked before the next starts (so in arrival order)."""
+    calls = []
+    for _ in range(count):
+        calls.append(Call(rx.clone().receive).start(tg))
+        await settle()
+    return calls
+
+
 ALL = ("asyncio", "trio")
 SOURCES: dict[str, tuple[str, ...]] = {
     "anyio_cancel_scope": ALL,

@@ -36,6 +36,7 @@ from ._support import (
     MANY_SENDERS,
     Call,
     looks_between_call_and_park,
+    park_receives,
     settle,
 )
 
@@ -221,6 +222,37 @@ async def test_receivers_woken_together_each_get_their_items_in_send_order(
                 tg.start_soon(produce, tx)
         assert all(mine == sorted(mine) for mine in got), got
         assert sorted(got[0] + got[1]) == [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize("capacity", [0, math.inf])
+async def test_a_receiver_beyond_the_last_items_gets_end_of_stream_after_them(
+    flavour: str, capacity: float
+) -> None:
+    # Three receivers parked; A and B are granted to the first two and the
+    # sender closes in one step.  The third gets EndOfStream, but only once
+    # both items are delivered, whichever of the two Trio runs first.
+    if flavour not in MANY_RECEIVERS:
+        pytest.skip("one receiver")
+    for _ in range(20):
+        tx, rx = channel(flavour, capacity)
+        with anyio.fail_after(10):  # a receiver left waiting fails, not hangs
+            async with anyio.create_task_group() as tg:
+                calls = await park_receives(tg, rx, 3)
+                if capacity:
+                    tx.send_nowait("A")
+                    tx.send_nowait("B")
+                    tx.close()
+                else:
+
+                    async def produce(tx: Any) -> None:
+                        with tx:
+                            await tx.send("A")
+                            await tx.send("B")
+
+                    tg.start_soon(produce, tx)
+        assert [call.result for call in calls[:2]] == ["A", "B"]
+        assert calls[2].outcome == "raised"
+        assert isinstance(calls[2].error, anyio.EndOfStream)
 
 
 @pytest.mark.parametrize("capacity", [0, 1])

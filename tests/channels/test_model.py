@@ -184,6 +184,7 @@ STEPS = [
     "clone_receiver",
     "receive_nowait",
     "send_nowait",
+    "send_nowait_burst",
     "cancel",
     "clone_sender",
     "close_sender",
@@ -250,6 +251,13 @@ class Game:
         item = self.new_item()
         expect = self.model.send(ep, item) or ("raised", "WouldBlock")
         assert nowait_outcome(lambda: self.senders[ep].send_nowait(item)) == expect
+        return True
+
+    def send_nowait_burst(self, pick: int) -> bool:
+        """Two or three sends in one step: the receivers parked are woken
+        together, and Trio may run them in any order."""
+        for _ in range(2 + pick % 2):
+            self.send_nowait(pick)
         return True
 
     def receive_nowait(self, pick: int) -> bool:
