@@ -4,7 +4,8 @@ their calls at random, checked only at the end.
 The model test (test_model.py) settles after every step, so each step sees
 a quiescent channel; here the tasks interleave as the scheduler runs them
 (on Trio, tasks woken together run in any order), and sends, receives and
-``receive_many`` calls are cancelled wherever they are.  What must hold at
+``receive_many`` calls are cancelled wherever they are (tests/_stress.py:
+AnyIO scopes, and plain ``task.cancel()`` on asyncio).  What must hold at
 the end: every item whose send returned was received exactly once, no item
 whose send was cancelled was received, and each consumer got each
 producer's items in the order they were sent.
@@ -17,8 +18,10 @@ There only the first two properties are checked.
 
 from __future__ import annotations
 
+import asyncio
 import math
 import random
+from functools import partial
 from typing import Any
 
 import anyio
@@ -28,6 +31,7 @@ import pytest
 from anyio_prims import _core as core
 from anyio_prims.streams import create_memory_object_stream
 
+from .._stress import CANCELLERS, Chaos, skip_plain
 from ._support import CHANNELS
 
 pytestmark = pytest.mark.anyio
@@ -45,8 +49,9 @@ def make(flavour: str, capacity: float) -> tuple[Any, Any]:
 class Round:
     """One channel, its producers and consumers, and what they did."""
 
-    def __init__(self, flavour: str, seed: int) -> None:
+    def __init__(self, flavour: str, seed: int, plain_asyncio: bool) -> None:
         rnd = self.rnd = random.Random(seed)
+        self.chaos = Chaos(rnd, plain_asyncio)
         self.flavour = flavour
         self.capacity = rnd.choice([0, 1, 2, 3, math.inf])
         tx, rx = make(flavour, self.capacity)
@@ -59,76 +64,75 @@ class Round:
         self.delivered: list[tuple[int, int]] = []
         #: what each consumer received, in order
         self.got: list[list[tuple[int, int]]] = [[] for _ in range(consumers)]
-        #: the scopes of the calls made so far, for the canceller
-        self.scopes: list[anyio.CancelScope] = []
+
+    async def send_once(self, tx: Any, item: tuple[int, int]) -> bool:
+        """One send of ``item``; whether it was delivered."""
+        try:
+            with self.chaos.scope():
+                if self.rnd.random() < 0.2:
+                    try:
+                        tx.send_nowait(item)
+                    except anyio.WouldBlock:
+                        await anyio.lowlevel.checkpoint()
+                        return False
+                else:
+                    await tx.send(item)
+                self.delivered.append(item)
+                return True
+        except asyncio.CancelledError as exc:
+            self.chaos.withdraw(exc)
+        return False
 
     async def produce(self, producer: int) -> None:
         tx = self.senders[producer]
         with tx:
             for index in range(self.items):
-                item = (producer, index)
-                while True:  # until the item is sent; a cancelled send retries
-                    with anyio.CancelScope() as scope:
-                        self.scopes.append(scope)
-                        if self.rnd.random() < 0.2:
-                            try:
-                                tx.send_nowait(item)
-                            except anyio.WouldBlock:
-                                await anyio.lowlevel.checkpoint()
-                                continue
-                        else:
-                            await tx.send(item)
-                        self.delivered.append(item)
-                        break
-                if self.rnd.random() < 0.3:
-                    await anyio.lowlevel.checkpoint()
+                while not await self.send_once(tx, (producer, index)):
+                    pass  # a cancelled send delivered nothing: send it again
+                await self.chaos.pause()
+
+    async def receive_once(self, rx: Any, mine: list[tuple[int, int]]) -> bool:
+        """One receive into ``mine``; False at the end of the stream."""
+        try:
+            with self.chaos.scope():
+                pick = self.rnd.random()
+                if pick < 0.2:
+                    try:
+                        mine.append(rx.receive_nowait())
+                    except anyio.WouldBlock:
+                        await anyio.lowlevel.checkpoint()
+                elif pick < 0.35 and self.flavour != "memory":
+                    mine.extend(await rx.receive_many(self.rnd.randint(1, 3)))
+                else:
+                    mine.append(await rx.receive())
+        except anyio.EndOfStream:
+            return False
+        except asyncio.CancelledError as exc:
+            self.chaos.withdraw(exc)
+        return True
 
     async def consume(self, consumer: int) -> None:
         rx = self.receivers[consumer]
-        mine = self.got[consumer]
         with rx:
-            while True:
-                with anyio.CancelScope() as scope:
-                    self.scopes.append(scope)
-                    pick = self.rnd.random()
-                    try:
-                        if pick < 0.2:
-                            try:
-                                mine.append(rx.receive_nowait())
-                            except anyio.WouldBlock:
-                                await anyio.lowlevel.checkpoint()
-                        elif pick < 0.35 and self.flavour != "memory":
-                            mine.extend(await rx.receive_many(self.rnd.randint(1, 3)))
-                        else:
-                            mine.append(await rx.receive())
-                    except anyio.EndOfStream:
-                        return
-
-    async def cancel_some(self) -> None:
-        for _ in range(self.rnd.randint(0, 60)):
-            for _ in range(self.rnd.randint(0, 3)):
-                await anyio.lowlevel.checkpoint()
-            recent = self.scopes[-8:]
-            if recent:
-                self.rnd.choice(recent).cancel()
+            while await self.receive_once(rx, self.got[consumer]):
+                pass
 
     async def run(self) -> None:
-        with anyio.fail_after(20):  # a lost item or wake-up fails, not hangs
-            async with anyio.create_task_group() as tg:
-                for consumer in range(len(self.receivers)):
-                    tg.start_soon(self.consume, consumer)
-                for producer in range(len(self.senders)):
-                    tg.start_soon(self.produce, producer)
-                tg.start_soon(self.cancel_some)
+        await self.chaos.run(
+            [partial(self.consume, c) for c in range(len(self.receivers))]
+            + [partial(self.produce, p) for p in range(len(self.senders))]
+        )
 
 
+@CANCELLERS
 @pytest.mark.parametrize("flavour", FLAVOURS)
 async def test_cancelled_calls_among_free_running_tasks_lose_and_reorder_nothing(
-    flavour: str, anyio_backend_name: str
+    flavour: str, plain_asyncio: bool, anyio_backend_name: str
 ) -> None:
+    skip_plain(plain_asyncio, anyio_backend_name)
     check_order = not (core.FORCE_GENERIC and anyio_backend_name == "trio")
     for seed in range(ROUNDS):
-        game = Round(flavour, seed)
+        game = Round(flavour, seed, plain_asyncio)
         await game.run()
         received = [item for mine in game.got for item in mine]
         where = f"seed {seed}, capacity {game.capacity}"
