@@ -427,9 +427,12 @@ class Executor:
         """Schedule ``fn(*args)`` as a job and return its handle.
 
         Never blocks; not a checkpoint.  The job goes straight to an idle
-        worker, or to the tail of the queue (jobs start in spawn order).
-        While the executor is being cancelled the handle returned is already
-        cancelled and the job never runs.
+        worker, or to the tail of the queue: jobs are handed out in spawn
+        order, but a job handed to a worker starts when that worker's task
+        runs, so a queued job taken by a busy worker meanwhile can start
+        first (as tasks started in a task group start as the scheduler runs
+        them).  While the executor is being cancelled the handle returned is
+        already cancelled and the job never runs.
 
         :raises RuntimeError: if the executor has not been entered or is closed
         :raises TypeError: if ``fn`` is not callable

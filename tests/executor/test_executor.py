@@ -57,6 +57,30 @@ async def test_jobs_start_in_spawn_order_on_one_worker() -> None:
     assert started == list(range(20))
 
 
+async def test_several_workers_take_queued_jobs_in_spawn_order() -> None:
+    # Two workers busy, six jobs queued; as the workers free up, each takes
+    # the head of the queue, so the queued jobs start in spawn order,
+    # whichever worker runs first.
+    started: list[int] = []
+    release = anyio.Event()
+
+    async def job(i: int) -> None:
+        started.append(i)
+        if i < 2:
+            await release.wait()
+        for _ in range(i % 3):
+            await anyio.lowlevel.checkpoint()
+
+    async with Executor(2) as ex:
+        for i in range(8):
+            ex.spawn(job, i)
+        await settle()
+        assert sorted(started) == [0, 1]
+        assert ex.statistics().jobs_queued == 6
+        release.set()
+    assert started[2:] == list(range(2, 8))
+
+
 async def test_block_waits_for_every_job() -> None:
     finished: list[int] = []
 
