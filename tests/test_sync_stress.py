@@ -28,7 +28,7 @@ from ._stress import CANCELLERS, Chaos, skip_plain
 
 pytestmark = pytest.mark.anyio
 
-ROUNDS = 100
+ROUNDS = 60
 
 
 class Held:

@@ -37,7 +37,7 @@ from ._support import CHANNELS
 pytestmark = pytest.mark.anyio
 
 FLAVOURS = [*CHANNELS, "memory"]
-ROUNDS = 150
+ROUNDS = 80
 
 
 def make(flavour: str, capacity: float) -> tuple[Any, Any]:

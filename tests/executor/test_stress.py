@@ -23,7 +23,7 @@ from .._stress import CANCELLERS, Chaos, skip_plain
 
 pytestmark = pytest.mark.anyio
 
-ROUNDS = 200
+ROUNDS = 100
 
 
 class Round:
