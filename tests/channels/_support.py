@@ -12,6 +12,7 @@ import anyio.lowlevel
 import pytest
 
 from anyio_prims import mpmc, mpsc, spmc
+from anyio_prims.streams import create_memory_object_stream
 
 from .._tasks import FAR, Call, assert_schedule_point, settle, uncancel
 
@@ -29,6 +30,18 @@ CHANNELS: dict[str, Any] = {
     "spmc": spmc.channel,
     "mpmc": mpmc.channel,
 }
+#: The flavours and the drop-in streams ("memory"), for the tests that run
+#: on all four (see :func:`make`).
+WITH_MEMORY = [*CHANNELS, "memory"]
+
+
+def make(flavour: str, capacity: float) -> tuple[Any, Any]:
+    """A channel of ``flavour``, or of the drop-in streams for "memory"."""
+    if flavour == "memory":
+        return create_memory_object_stream(capacity)
+    return CHANNELS[flavour](capacity)  # type: ignore[no-any-return]
+
+
 #: Flavours whose sender can be cloned (many producers).
 MANY_SENDERS = ("mpsc", "mpmc")
 #: Flavours whose receiver can be cloned (many consumers).

@@ -45,12 +45,6 @@ from ._support import (
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture(params=list(CHANNELS))
-def flavour(request: pytest.FixtureRequest) -> str:
-    name: str = request.param
-    return name
-
-
 @pytest.fixture(params=list(SOURCES))
 def source(request: pytest.FixtureRequest, anyio_backend_name: str) -> str:
     return source_param(request.param, anyio_backend_name)

@@ -43,12 +43,6 @@ from ._support import (
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture(params=list(CHANNELS))
-def flavour(request: pytest.FixtureRequest) -> str:
-    name: str = request.param
-    return name
-
-
 def channel(flavour: str, capacity: float, **kwargs: Any) -> Any:
     return CHANNELS[flavour](capacity, **kwargs)
 

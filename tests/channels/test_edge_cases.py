@@ -29,12 +29,6 @@ from ._support import (
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture(params=list(CHANNELS))
-def flavour(request: pytest.FixtureRequest) -> str:
-    name: str = request.param
-    return name
-
-
 async def test_a_receive_after_a_cancelled_blocked_send_gets_the_buffered_item(
     flavour: str,
 ) -> None:

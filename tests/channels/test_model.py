@@ -27,13 +27,11 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from anyio_prims.channels import ChannelStatistics
-from anyio_prims.streams import create_memory_object_stream
 
-from ._support import CHANNELS, Call, settle
+from ._support import WITH_MEMORY, Call, make, settle
 
 pytestmark = pytest.mark.anyio
 
-FLAVOURS = [*CHANNELS, "memory"]
 MANY_SENDERS = ("mpsc", "mpmc", "memory")
 MANY_RECEIVERS = ("spmc", "mpmc", "memory")
 
@@ -149,12 +147,6 @@ class Model:
                 pending = self.parked_senders.popleft()
                 self.finish(pending.call, "raised", "BrokenResourceError")
             self.buffer.clear()
-
-
-def make(flavour: str, capacity: float) -> tuple[Any, Any]:
-    if flavour == "memory":
-        return create_memory_object_stream(capacity)
-    return CHANNELS[flavour](capacity)  # type: ignore[no-any-return]
 
 
 def outcome_of(call: Call) -> tuple[str, Any] | None:
@@ -461,7 +453,7 @@ class Game:
     suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(
-    flavour=st.sampled_from(FLAVOURS),
+    flavour=st.sampled_from(WITH_MEMORY),
     capacity=st.sampled_from([0, 0, 1, 2, math.inf]),
     steps=st.lists(
         st.tuples(st.sampled_from(STEPS), st.integers(0, 7)), min_size=8, max_size=30

@@ -29,21 +29,13 @@ import anyio.lowlevel
 import pytest
 
 from anyio_prims import _core as core
-from anyio_prims.streams import create_memory_object_stream
 
 from .._stress import CANCELLERS, Chaos, skip_plain
-from ._support import CHANNELS
+from ._support import WITH_MEMORY, make
 
 pytestmark = pytest.mark.anyio
 
-FLAVOURS = [*CHANNELS, "memory"]
 ROUNDS = 80
-
-
-def make(flavour: str, capacity: float) -> tuple[Any, Any]:
-    if flavour == "memory":
-        return create_memory_object_stream(capacity)
-    return CHANNELS[flavour](capacity)  # type: ignore[no-any-return]
 
 
 class Round:
@@ -125,7 +117,7 @@ class Round:
 
 
 @CANCELLERS
-@pytest.mark.parametrize("flavour", FLAVOURS)
+@pytest.mark.parametrize("flavour", WITH_MEMORY)
 async def test_cancelled_calls_among_free_running_tasks_lose_and_reorder_nothing(
     flavour: str, plain_asyncio: bool, anyio_backend_name: str
 ) -> None:
