@@ -90,8 +90,9 @@ class JoinHandle(Generic[T]):
 
     ``await handle`` waits for the job and returns its result, or raises its
     exception, or :class:`JobCancelled`.  It blocks while the job has not
-    settled and is then a cancellation point; cancelling the awaiting task
-    leaves the job running.  On a settled job it returns at once and, like
+    settled and is then a cancellation point: it parks at once, so tasks
+    that await one job queue in the order they called.  Cancelling the
+    awaiting task leaves the job running.  On a settled job it returns at once and, like
     every non-blocking call of anyio-prims, reaches a checkpoint at least
     once every 64 calls.  Any number of tasks may await the same handle.
     """
@@ -133,12 +134,16 @@ class JoinHandle(Generic[T]):
 
     def __await__(self) -> Generator[Any, Any, T]:
         # A generator, not a coroutine: ``await handle`` makes no coroutine
-        # and no wrapper, and a waiting join has one frame less.
-        budget = BUDGET
-        budget.left -= 1
-        if budget.left <= 0:
-            yield from _budget_checkpoint().__await__()
-        if self._state < SUCCEEDED:
+        # and no wrapper, and a waiting join has one frame less.  A join
+        # that must wait parks at once (parking is its checkpoint, and it
+        # keeps the joiners in the order they called); only one that
+        # returns at once spends the budget.
+        if self._state >= SUCCEEDED:
+            budget = BUDGET
+            budget.left -= 1
+            if budget.left <= 0:
+                yield from _budget_checkpoint().__await__()
+        else:
             waiters = self._waiters
             if waiters is None:
                 # The first join that waits: the executor's spare queue (a

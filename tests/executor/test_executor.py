@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import sys
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -751,13 +752,43 @@ async def test_submit_without_limit_never_blocks() -> None:
         assert [await h for h in handles] == [2 * i for i in range(100)]
 
 
-async def test_a_submit_that_must_wait_parks_without_yielding_first() -> None:
-    # Parking is the checkpoint, also when the budget's checkpoint is due:
-    # a watcher told when the submit starts finds it parked at its first
-    # look (a yield first would let others queue in between).
-    release = anyio.Event()
+async def looks_before_it_parks(
+    call: Callable[[], Awaitable[None]],
+    parked: Callable[[], bool],
+    release: Callable[[], None],
+) -> int:
+    """Run ``call()`` with its budget checkpoint due, beside a watcher told
+    when it starts, and return how often the watcher looked before
+    ``parked()`` held (0: it parked at once; a yield first would let others
+    queue in between).  The watcher then calls ``release()``."""
     started = False
     early_looks = 0
+
+    async def watcher() -> None:
+        nonlocal early_looks
+        while not started:
+            await anyio.lowlevel.checkpoint()
+        while not parked():
+            early_looks += 1
+            await anyio.lowlevel.checkpoint()
+        release()
+
+    async def caller() -> None:
+        nonlocal started
+        started = True
+        BUDGET.left = 1  # this call's budget checkpoint is due
+        await call()
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(watcher)
+            tg.start_soon(caller)
+    return early_looks
+
+
+async def test_a_submit_that_must_wait_parks_without_yielding_first() -> None:
+    # Parking is the checkpoint, also when the budget's checkpoint is due.
+    release = anyio.Event()
 
     async def job() -> None:
         await release.wait()
@@ -767,26 +798,35 @@ async def test_a_submit_that_must_wait_parks_without_yielding_first() -> None:
         ex.spawn(job)  # fills the queue
         await anyio.wait_all_tasks_blocked()
 
-        async def watcher() -> None:
-            nonlocal early_looks
-            while not started:
-                await anyio.lowlevel.checkpoint()
-            while not ex._submitters.parked:
-                early_looks += 1
-                await anyio.lowlevel.checkpoint()
-            release.set()
-
-        async def submitter() -> None:
-            nonlocal started
-            started = True
-            BUDGET.left = 1  # this submit's budget checkpoint is due
+        async def submit() -> None:
             handle = await ex.submit(double, 2)
             assert await handle == 4
 
-        with anyio.fail_after(10):
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(watcher)
-                tg.start_soon(submitter)
+        early_looks = await looks_before_it_parks(
+            submit, lambda: bool(ex._submitters.parked), release.set
+        )
+    assert early_looks == 0
+
+
+async def test_an_await_on_a_running_job_parks_without_yielding_first() -> None:
+    # As a submit that must wait, so that joiners queue in the order they
+    # call.
+    release = anyio.Event()
+
+    async def job() -> int:
+        await release.wait()
+        return 5
+
+    async with Executor(1) as ex:
+        handle = ex.spawn(job)
+        await anyio.wait_all_tasks_blocked()
+
+        async def join() -> None:
+            assert await handle == 5
+
+        early_looks = await looks_before_it_parks(
+            join, lambda: bool(handle._waiters), release.set
+        )
     assert early_looks == 0
 
 
