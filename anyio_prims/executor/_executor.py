@@ -47,15 +47,16 @@
 # * ``_nworkers <= max_workers`` when a bound is set.
 #
 # Errors.  A job's exception is stored on its handle, with the traceback it
-# had when the job raised it (without the worker's frame), and every re-raise
-# starts from that traceback, as an asyncio.Future's does.  ``_failed`` lists
-# the failed jobs whose error nobody has retrieved yet; retrieving it removes
-# the job, so a long-lived block keeps none.  Those never retrieved
-# (by ``await``, ``result()`` or ``exception()``) when the block exits are
-# raised from it in an ExceptionGroup, with the body's own exception, as
-# anyio's TaskGroup does.  Cancelled jobs are not errors.  With
-# ``fail_fast=True`` the first failure cancels the task group (every job and
-# the body) and is always part of the group raised at the exit.
+# had when the job raised it, from the job's own frame (without the worker's
+# frame or _run_job's), and every re-raise starts from that traceback, as an
+# asyncio.Future's does.  ``_failed`` lists the failed jobs whose error
+# nobody has retrieved yet; retrieving it removes the job, so a long-lived
+# block keeps none.  Those never retrieved (by ``await``, ``result()`` or
+# ``exception()``) when the block exits are raised from it in an
+# ExceptionGroup, with the body's own exception, as anyio's TaskGroup does.
+# Cancelled jobs are not errors.  With ``fail_fast=True`` the first failure
+# cancels the task group (every job and the body) and is always part of the
+# group raised at the exit.
 from __future__ import annotations
 
 import math
@@ -680,10 +681,13 @@ class Executor:
                     # Stored without this frame, as Trio stores a task's
                     # error: the frame holds the executor and the job, which
                     # hold the exception (a cycle), and shows nothing useful.
+                    # Nor _run_job's: the traceback starts at the job's own.
                     tb = exc.__traceback__
-                    self._failed_with(
-                        job, exc.with_traceback(tb.tb_next if tb else None)
-                    )
+                    if tb is not None:
+                        tb = tb.tb_next
+                        if own_frame and tb is not None:
+                            tb = tb.tb_next
+                    self._failed_with(job, exc.with_traceback(tb))
                     del tb
                 except BaseException as exc:
                     if not _is_cancellation(exc):

@@ -225,6 +225,39 @@ async def test_exception_returns_job_error() -> None:
         assert isinstance(exc, ValueError)
 
 
+def frame_names(exc: BaseException) -> list[str]:
+    names = []
+    tb = exc.__traceback__
+    while tb is not None:
+        names.append(tb.tb_frame.f_code.co_name)
+        tb = tb.tb_next
+    return names
+
+
+async def test_a_failed_jobs_traceback_starts_at_its_own_frame_and_does_not_grow() -> (
+    None
+):
+    # No frame of the executor's (the worker's, or on Trio the one-line
+    # frame that calls the job) before the job's, and every re-raise starts
+    # from the stored traceback.
+    async with Executor() as ex:
+        handle = ex.spawn(fail, "boom")
+        await anyio.wait_all_tasks_blocked()
+        exc = handle.exception()
+        assert exc is not None
+        assert frame_names(exc) == ["fail"]
+        depths = []
+        for _ in range(3):
+            with pytest.raises(ValueError, match="boom") as info:
+                await handle
+            names = frame_names(info.value)
+            assert names[-1] == "fail"
+            assert "_run_job" not in names
+            assert "_work_in_scope" not in names
+            depths.append(len(names))
+        assert depths[0] == depths[1] == depths[2]
+
+
 async def test_several_tasks_await_one_handle() -> None:
     release = anyio.Event()
     results: list[int] = []
