@@ -17,7 +17,11 @@
 #   closed meanwhile;
 # * when the last receiver closes, buffered items are released at once
 #   (anyio keeps them until the streams are collected), so
-#   ``current_buffer_used`` is 0 from then on.
+#   ``current_buffer_used`` is 0 from then on;
+# and, following from the third: a receive by another task while a woken
+# receiver has not run yet takes the oldest item, the one that receiver was
+# woken for, which then gets the next (anyio's hands it the next item):
+# which task gets which item differs, the order of the items does not.
 # Endpoints cannot be copied or pickled (_core.NotCopied): anyio's copy is
 # an endpoint its stream does not count.
 #
