@@ -556,6 +556,16 @@ class WaitQueue(Parking[P]):
         BUDGET.left = BUDGET_SIZE
         return waiter
 
+    def has_live(self) -> bool:
+        """Whether a grant now would reach a waiter parked here.
+
+        ``bool()`` still counts a waiter whose task was cancelled on asyncio
+        and has not run yet (as ``statistics()`` does, until it runs); this
+        drops such waiters from the head, as a grant would.  For the tests
+        of whether a call would park, which must agree with the grant.
+        """
+        return self.peek() is not None
+
     def peek(self) -> Waiter[P] | None:
         """The live waiter at the head, without removing it."""
         q = self.parked
@@ -689,6 +699,11 @@ class Slot(Parking[P]):
         waiter = self.parked
         return waiter is not None and not waiter._gone()
 
+    def has_live(self) -> bool:
+        """As :meth:`WaitQueue.has_live`: ``bool()`` is exact here."""
+        waiter = self.parked
+        return waiter is not None and not waiter._gone()
+
     def __getstate__(self) -> tuple[None, dict[str, object]]:
         # As WaitQueue.__getstate__.
         if self:
@@ -805,6 +820,10 @@ class Unopened(Parking[Any]):
 
     def __len__(self) -> int:
         return 0
+
+    def has_live(self) -> bool:
+        """Nobody is parked here: always ``False``."""
+        return False
 
     def pop(self) -> None:
         """Nobody is parked here: always ``None``."""

@@ -217,6 +217,8 @@ class Waiting(Protocol[P]):
 
     def __bool__(self) -> bool: ...
 
+    def has_live(self) -> bool: ...
+
     def pop(self) -> Waiter[P] | None: ...
 
     def grant_head(self, value: object) -> Waiter[P] | None: ...
@@ -379,8 +381,8 @@ class ChannelState(Generic[T]):
             not closed
             and self.receivers > 0
             and not (self.single_sender and (self.send_waiters or self.send_in_flight))
-            and not self.recv_waiters
             and len(self.buffer) - len(self.in_flight) >= self.capacity
+            and not self.recv_waiters.has_live()  # as try_send's grant sees it
         )
 
     def receive_would_park(self, closed: bool) -> bool:
@@ -393,7 +395,7 @@ class ChannelState(Generic[T]):
             not closed
             and not (self.single_receiver and (self.recv_waiters or self.in_flight))
             and len(self.buffer) <= len(self.in_flight)
-            and not self.send_waiters
+            and not self.send_waiters.has_live()  # as try_receive's grant sees it
             and (self.senders > 0 or bool(self.in_flight) or bool(self.pinned))
         )
 

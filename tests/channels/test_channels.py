@@ -27,7 +27,15 @@ from anyio.abc import ObjectReceiveStream, ObjectSendStream
 from anyio.streams.stapled import StapledObjectStream
 
 from anyio_prims import mpmc, mpsc, spmc
-from anyio_prims._core import BUDGET_SIZE, NOT_OPENED, WAITER_STATS, Slot, WaitQueue
+from anyio_prims._core import (
+    BUDGET,
+    BUDGET_SIZE,
+    FORCE_GENERIC,
+    NOT_OPENED,
+    WAITER_STATS,
+    Slot,
+    WaitQueue,
+)
 from anyio_prims.channels import ChannelStatistics, Receiver, Sender
 
 from ._support import (
@@ -926,6 +934,69 @@ async def test_a_call_that_must_wait_parks_without_yielding_first(
     # yield before it parks, in either mode (the park refills the budget).
     tx, rx = channel(flavour, 0, strict=strict)
     assert await looks_between_call_and_park(tx, rx, side) == 0
+
+
+@pytest.mark.parametrize("strict", [False, True])
+@pytest.mark.parametrize("side", ["send", "receive"])
+async def test_calls_that_must_wait_beside_a_cancelled_parked_peer_queue_in_call_order(
+    flavour: str, side: str, strict: bool
+) -> None:
+    # The one peer parked on the other side is cancelled and has not run
+    # yet (on asyncio its wait is cancelled but still queued; a grant skips
+    # it).  Two calls that must wait, the first with its checkpoint due,
+    # queue in the order they were made: the first does not take that
+    # checkpoint and let the second queue ahead of it.
+    if flavour not in (MANY_SENDERS if side == "send" else MANY_RECEIVERS):
+        pytest.skip(f"one {side}er")
+    if FORCE_GENERIC:
+        # It sees the peer's cancellation only when the peer runs: to it the
+        # first call can proceed, so it checkpoints first, and the second,
+        # during that checkpoint, takes the peer.
+        pytest.skip("the generic waiter counts the cancelled peer as parked")
+    tx, rx = channel(flavour, 0, strict=strict)
+    peer_scope = anyio.CancelScope()
+    second_may_call = anyio.Event()
+    got: dict[str, Any] = {}
+
+    async def peer() -> None:
+        with peer_scope:
+            if side == "send":
+                await rx.receive()
+            else:
+                await tx.send("never")
+
+    async def call(name: str, endpoint: Any) -> None:
+        if side == "send":
+            await endpoint.send(name)
+        else:
+            got[name] = await endpoint.receive()
+
+    async def first() -> None:
+        peer_scope.cancel()
+        second_may_call.set()
+        BUDGET.left = 1  # due, for the budgeted mode
+        await call("first", tx if side == "send" else rx)
+
+    async def second() -> None:
+        await second_may_call.wait()
+        await call("second", tx.clone() if side == "send" else rx.clone())
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(peer)
+            tg.start_soon(second)
+            await anyio.wait_all_tasks_blocked()
+            tg.start_soon(first)
+            await anyio.wait_all_tasks_blocked()
+            if side == "send":
+                got["received"] = [rx.receive_nowait(), rx.receive_nowait()]
+            else:
+                tx.send_nowait("A")  # to the receive that queued first
+                tx.send_nowait("B")
+    if side == "send":
+        assert got == {"received": ["first", "second"]}
+    else:
+        assert got == {"first": "A", "second": "B"}
 
 
 async def test_budgeted_sends_reach_a_checkpoint_within_the_budget(
