@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import anyio
 
-from .._core import MARKING, Slot, on_trio, runs_user_code
+from .._core import BUDGET, MARKING, Slot, budget_checkpoint, on_trio, runs_user_code
 from ._handle import JobCancelled, JoinHandle, _ignore
 
 if TYPE_CHECKING:
@@ -78,7 +78,10 @@ class MapIterator(Generic[T]):
 
     ``__anext__`` blocks while no result is ready and is then a cancellation
     point; cancelling it while it waits for a job loses nothing (the job
-    stays in flight and its result is delivered by the next call).  While
+    stays in flight and its result is delivered by the next call).  A call
+    that returns a ready result or raises at once (a job's error, the end)
+    reaches a checkpoint at least once every 64 calls, before it takes
+    anything: a cancellation there loses no result either.  While
     it reads an async input, the cancellation goes into the input: an async
     generator ends there (Python closes it), and with it the input.  One
     task iterates at a time: another calling ``__anext__`` meanwhile gets
@@ -152,13 +155,26 @@ class MapIterator(Generic[T]):
             raise anyio.BusyResourceError("iterating over")
         self._busy = True
         try:
+            spent = False
             while True:
+                if not spent and self._completes_now():
+                    # A call that returns or raises without waiting spends
+                    # the budget, and its due checkpoint comes before it
+                    # takes anything (a cancellation there loses no
+                    # result); then look again, as others ran.  One that
+                    # waits parks at once: parking is its checkpoint.
+                    spent = True
+                    budget = BUDGET
+                    budget.left -= 1
+                    if budget.left <= 0:
+                        await budget_checkpoint()
+                        continue
                 if self._closed:
                     raise StopAsyncIteration
                 ready = self._take_ready()
                 if ready is not None:
                     try:
-                        return await ready
+                        return ready._outcome()  # settled: no wait, no checkpoint
                     finally:
                         del ready  # a raise keeps this frame (see _handle)
                 if not self._exhausted and self._in_flight() < self._window:
@@ -193,6 +209,19 @@ class MapIterator(Generic[T]):
         if self._ordered:
             return len(self._inflight)
         return len(self._running) + len(self._done)
+
+    def _completes_now(self) -> bool:
+        # Whether __anext__ returns or raises without waiting: closed, a
+        # result ready, or nothing left to read or deliver.
+        if self._closed:
+            return True
+        if self._ordered:
+            inflight = self._inflight
+            if inflight:
+                return inflight[0].done()
+        elif self._done:
+            return True
+        return self._exhausted and self._in_flight() == 0
 
     def _take_ready(self) -> JoinHandle[T] | None:
         if self._ordered:
@@ -241,8 +270,9 @@ class MapIterator(Generic[T]):
     async def aclose(self) -> None:
         """Cancel the jobs in flight and stop reading the input.
 
-        Never blocks; a checkpoint only as every non-blocking call is.
-        Idempotent.
+        Never blocks; not a checkpoint (as a channel endpoint's ``aclose()``
+        and AnyIO's memory streams'), nor is leaving an ``async with``
+        block.  Idempotent.
         """
         self.close()
 

@@ -11,6 +11,7 @@ import anyio
 import anyio.lowlevel
 import pytest
 
+from anyio_prims._core import BUDGET, BUDGET_SIZE
 from anyio_prims.executor import Executor, JobCancelled
 
 from .._tasks import settle
@@ -406,3 +407,53 @@ async def test_unordered_map_delivers_finished_jobs_in_finishing_order() -> None
         events[3].set()
         await settle()
         assert [r async for r in results] == [2, 3]
+
+
+async def instant(x: int) -> int:
+    if x == 1:
+        raise ValueError("job 1")
+    return 2 * x
+
+
+@pytest.mark.parametrize("ordered", [True, False])
+async def test_a_cancellation_at_the_due_checkpoint_loses_no_ready_result(
+    ordered: bool,
+) -> None:
+    # Results are ready (one of them an error) when a call, its budget
+    # checkpoint due, is cancelled there: the checkpoint comes before it
+    # takes a result, so the next calls deliver every one.
+    async with Executor(2) as ex:
+        results = ex.map(instant, range(4), ordered=ordered)
+        assert await results.__anext__() == 0  # reads the input, runs the jobs
+        await anyio.wait_all_tasks_blocked()  # jobs 1 to 3 have settled
+        with anyio.CancelScope() as scope:
+            scope.cancel()
+            BUDGET.left = 1
+            await results.__anext__()
+        assert scope.cancelled_caught
+        rest: list[object] = []
+        while True:
+            try:
+                rest.append(await results.__anext__())
+            except ValueError as exc:
+                rest.append(str(exc))
+            except StopAsyncIteration:
+                break
+    assert sorted(map(str, rest)) == ["4", "6", "job 1"]
+    if ordered:
+        assert rest == ["job 1", 4, 6]
+
+
+async def test_a_cancelled_loop_over_an_exhausted_map_stops_within_the_budget() -> None:
+    async with Executor() as ex:
+        results = ex.map(double, range(2))
+        assert [r async for r in results] == [0, 2]
+        calls = 0
+        with anyio.CancelScope() as scope:
+            scope.cancel()
+            for _ in range(4 * BUDGET_SIZE):
+                calls += 1
+                with pytest.raises(StopAsyncIteration):
+                    await results.__anext__()
+        assert scope.cancelled_caught
+        assert calls <= BUDGET_SIZE
