@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import enum
 import sys
 from typing import Any
 
@@ -554,6 +555,26 @@ async def test_strict_acquire_in_a_cancelled_scope_holds_nothing() -> None:
     assert sem.statistics().tasks_waiting == 0
     sem.release()
     assert sem.available_permits == 1
+
+
+class Count(enum.IntEnum):
+    TWO = 2
+
+
+@pytest.mark.parametrize("n", [2, Count.TWO], ids=["int", "IntEnum"])
+async def test_a_strict_acquire_of_an_int_subclass_count_is_a_checkpoint(
+    n: int,
+) -> None:
+    # An IntEnum is accepted as a count; in strict mode its acquire is a
+    # checkpoint before it takes anything, as an int's is.
+    sem = BatchSemaphore(5, strict=True)
+    with anyio.CancelScope() as scope:
+        scope.cancel()
+        await sem.acquire(n)
+    assert scope.cancelled_caught
+    assert sem.available_permits == 5
+    await sem.acquire(n)
+    assert sem.available_permits == 3
 
 
 # ---------------------------------------------------------------------------

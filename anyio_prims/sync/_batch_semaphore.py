@@ -157,7 +157,9 @@ class BatchSemaphore(CopiedWhole):
     def _can_take(self, n: object) -> bool:
         """Whether ``acquire(n)`` would proceed without waiting now."""
         return (
-            type(n) is int
+            # An int subclass (an IntEnum) is a count too: the slow path
+            # takes it, after this due checkpoint.
+            (type(n) is int or (isinstance(n, int) and not isinstance(n, bool)))
             and 0 < n <= self._value
             and (not self._fair or not self._waiters)
             and not self._closed
