@@ -92,9 +92,10 @@ class JoinHandle(Generic[T]):
     exception, or :class:`JobCancelled`.  It blocks while the job has not
     settled and is then a cancellation point: it parks at once, so tasks
     that await one job queue in the order they called.  Cancelling the
-    awaiting task leaves the job running.  On a settled job it returns at once and, like
-    every non-blocking call of anyio-prims, reaches a checkpoint at least
-    once every 64 calls.  Any number of tasks may await the same handle.
+    awaiting task leaves the job running.  On a settled job it returns at
+    once and, like every non-blocking call of anyio-prims, reaches a
+    checkpoint at least once every 64 calls.  Any number of tasks may await
+    the same handle.
     """
 
     __slots__ = (
