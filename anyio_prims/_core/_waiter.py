@@ -699,10 +699,8 @@ class Slot(Parking[P]):
         waiter = self.parked
         return waiter is not None and not waiter._gone()
 
-    def has_live(self) -> bool:
-        """As :meth:`WaitQueue.has_live`: ``bool()`` is exact here."""
-        waiter = self.parked
-        return waiter is not None and not waiter._gone()
+    #: As :meth:`WaitQueue.has_live`: ``bool()`` is exact here.
+    has_live = __bool__
 
     def __getstate__(self) -> tuple[None, dict[str, object]]:
         # As WaitQueue.__getstate__.
@@ -821,9 +819,7 @@ class Unopened(Parking[Any]):
     def __len__(self) -> int:
         return 0
 
-    def has_live(self) -> bool:
-        """Nobody is parked here: always ``False``."""
-        return False
+    has_live = __bool__  # nobody is parked here: always False
 
     def pop(self) -> None:
         """Nobody is parked here: always ``None``."""

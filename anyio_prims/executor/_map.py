@@ -213,24 +213,22 @@ class MapIterator(Generic[T]):
     def _completes_now(self) -> bool:
         # Whether __anext__ returns or raises without waiting: closed, a
         # result ready, or nothing left to read or deliver.
-        if self._closed:
-            return True
+        return (
+            self._closed
+            or self._has_ready()
+            or (self._exhausted and self._in_flight() == 0)
+        )
+
+    def _has_ready(self) -> bool:
         if self._ordered:
             inflight = self._inflight
-            if inflight:
-                return inflight[0].done()
-        elif self._done:
-            return True
-        return self._exhausted and self._in_flight() == 0
+            return bool(inflight) and inflight[0].done()
+        return bool(self._done)
 
     def _take_ready(self) -> JoinHandle[T] | None:
-        if self._ordered:
-            inflight = self._inflight
-            if inflight and inflight[0].done():
-                return inflight.popleft()
+        if not self._has_ready():
             return None
-        done = self._done
-        return done.popleft() if done else None
+        return (self._inflight if self._ordered else self._done).popleft()
 
     def _pop_head(self, head: JoinHandle[T]) -> None:
         # The head may already be gone if the iterator was closed meanwhile.
