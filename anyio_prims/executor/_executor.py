@@ -62,7 +62,7 @@ from __future__ import annotations
 import math
 import sys
 from collections import deque
-from collections.abc import AsyncIterable, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterable, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, TypeVar
@@ -122,16 +122,35 @@ class ExecutorStatistics:
     max_workers: int | None
 
 
-def _is_cancellation(exc: BaseException) -> bool:
-    """Whether ``exc`` is the backend's cancellation, or a group of nothing else.
+def _split_cancellation(
+    exc: BaseException,
+) -> tuple[BaseException | None, BaseException | None]:
+    """``exc`` split into the backend's cancellations and everything else.
 
     A job cancelled while it runs a task group or a Trio nursery of its own
-    raises the cancellations of its tasks in a group.
+    raises the cancellations of its tasks in a group, with the errors its
+    tasks raised on the way out, if any.
     """
     cancelled = anyio.get_cancelled_exc_class()
     if isinstance(exc, cancelled):
-        return True
-    return isinstance(exc, BaseExceptionGroup) and exc.split(cancelled)[1] is None
+        return exc, None
+    if isinstance(exc, BaseExceptionGroup):
+        cancels, errors = exc.split(cancelled)
+        return cancels, errors
+    return None, exc
+
+
+def _from_job_frame(exc: BaseException, own_frame: bool) -> BaseException:
+    # A job's error is stored without the worker's frame, as Trio stores a
+    # task's error: that frame holds the executor and the job, which hold the
+    # exception (a cycle), and shows nothing useful.  Nor _run_job's: the
+    # traceback starts at the job's own.
+    tb = exc.__traceback__
+    if tb is not None:
+        tb = tb.tb_next
+        if own_frame and tb is not None:
+            tb = tb.tb_next
+    return exc.with_traceback(tb)
 
 
 # The user code the executor calls, each in a function of its own that is
@@ -151,7 +170,32 @@ async def _run_job(fn: Callable[..., Awaitable[T]], args: tuple[Any, ...]) -> T:
 def _handles_for(
     executor: Executor, fn: Callable[..., Awaitable[T]], args_iterable: Iterable[Any]
 ) -> list[JoinHandle[T]]:
-    return [JoinHandle(executor, fn, tuple(args)) for args in args_iterable]
+    # Only a value that is not iterable is reported as bad input; an error
+    # raised while iterating (a generator's own bug) propagates unchanged.
+    try:
+        items = iter(args_iterable)
+    except TypeError:
+        raise TypeError(
+            "args_iterable must be an iterable of argument tuples, not "
+            f"{type(args_iterable).__name__}"
+        ) from None
+    jobs: list[JoinHandle[T]] = []
+    for args in items:
+        if type(args) is not tuple:
+            try:
+                arg_items = iter(args)
+            except TypeError:
+                raise TypeError(
+                    "args_iterable must be an iterable of argument tuples: "
+                    f"an item is a {type(args).__name__}"
+                ) from None
+            args = tuple(arg_items)
+        jobs.append(JoinHandle(executor, fn, args))
+    return jobs
+
+
+def _distinct(excs: Sequence[BaseException]) -> bool:
+    return len({id(e) for e in excs}) == len(excs)
 
 
 def _check_positive_int(value: object, name: str) -> int:
@@ -307,7 +351,15 @@ class Executor:
         except BaseException as raised:
             errors = self._errors()
             if not errors:
-                raise
+                if not isinstance(raised, BaseExceptionGroup) or _distinct(
+                    raised.exceptions
+                ):
+                    raise
+                # A job's KeyboardInterrupt (or other BaseException) that the
+                # body also raised, from ``await handle``: the task group has
+                # it twice.  Once is enough.
+                errors = list(raised.exceptions)
+                raise self._group([], errors) from None
             if isinstance(raised, BaseExceptionGroup):
                 others: list[BaseException] = list(raised.exceptions)
             elif isinstance(raised, anyio.get_cancelled_exc_class()):
@@ -337,7 +389,10 @@ class Executor:
     def _group(
         others: list[BaseException], errors: list[BaseException]
     ) -> BaseExceptionGroup[BaseException]:
-        merged = [e for e in others if not any(e is j for j in errors)] + errors
+        merged: list[BaseException] = []
+        for e in others + errors:
+            if not any(e is m for m in merged):
+                merged.append(e)
         return BaseExceptionGroup("unhandled errors in an Executor", merged)
 
     def _close(self) -> None:
@@ -479,12 +534,7 @@ class Executor:
             raise RuntimeError("the Executor is closed or has not been entered")
         if not callable(fn):
             raise TypeError(f"fn must be an async callable, not {type(fn).__name__}")
-        try:
-            jobs = _handles_for(self, fn, args_iterable)
-        except TypeError as exc:
-            raise TypeError(
-                f"args_iterable must be an iterable of argument tuples: {exc}"
-            ) from None
+        jobs = _handles_for(self, fn, args_iterable)
         self._pending += len(jobs)
         if self._cancelling:
             for job in jobs:
@@ -519,7 +569,12 @@ class Executor:
         cancellation is raised at the task's next checkpoint.
 
         :raises RuntimeError: if the executor has not been entered or is closed
+        :raises TypeError: if ``fn`` is not callable (before any wait)
         """
+        if not callable(fn):
+            # Checked here, not only by the spawn() that may come later on
+            # behalf of this call, in whichever task makes room.
+            raise TypeError(f"fn must be an async callable, not {type(fn).__name__}")
         budget = BUDGET
         budget.left -= 1
         # A submit that must wait parks at once: parking is its checkpoint.
@@ -649,6 +704,10 @@ class Executor:
                     if job._state != HANDED:
                         continue
                 if limiter is not None:
+                    # A cancel() of the job while its worker sleeps for its
+                    # slot cancels this scope (JoinHandle.cancel), so the
+                    # worker does not sleep on for a job that is gone.
+                    job._scope = scope
                     try:
                         await limiter.wait()
                     except BaseException:
@@ -656,6 +715,11 @@ class Executor:
                             self._settle(job, CANCELLED, None)
                         raise
                     if job._state != HANDED:
+                        if scope.cancel_called:
+                            # Cancelled as its sleep ended: a fresh scope
+                            # for the next job.
+                            job = value = None  # type: ignore[assignment]
+                            return True
                         continue
                 if self._cancelling:
                     # fail_fast, or the block's body raised, after this job
@@ -678,28 +742,30 @@ class Executor:
                     else:
                         value = await job._fn(*job._args)  # type: ignore[misc]
                 except Exception as exc:
-                    # Stored without this frame, as Trio stores a task's
-                    # error: the frame holds the executor and the job, which
-                    # hold the exception (a cycle), and shows nothing useful.
-                    # Nor _run_job's: the traceback starts at the job's own.
-                    tb = exc.__traceback__
-                    if tb is not None:
-                        tb = tb.tb_next
-                        if own_frame and tb is not None:
-                            tb = tb.tb_next
-                    self._failed_with(job, exc.with_traceback(tb))
-                    del tb
+                    self._failed_with(job, _from_job_frame(exc, own_frame))
                 except BaseException as exc:
-                    if not _is_cancellation(exc):
-                        job._retrieved = True  # the task group raises it
+                    cancels, errors = _split_cancellation(exc)
+                    if errors is None:
+                        self._settle(job, CANCELLED, None)
+                    elif isinstance(errors, Exception):
+                        # Cancelled, and its cleanup failed (a task group of
+                        # the job's own, on Trio, raises both in a group):
+                        # the job failed with the errors alone.
+                        self._failed_with(job, _from_job_frame(errors, own_frame))
+                    else:
+                        # KeyboardInterrupt, SystemExit...: the task group
+                        # raises it, as it would a task's.
+                        job._retrieved = True
                         self._failed_with(job, exc)
                         raise
-                    self._settle(job, CANCELLED, None)
-                    if (
+                    if cancels is not None and (
                         job._cancel_requested
                         or anyio.current_effective_deadline() == -math.inf
                     ):
-                        raise  # ours (the scope swallows it) or the executor's
+                        # Ours (the scope swallows it) or the executor's.
+                        if cancels is exc:
+                            raise
+                        raise cancels from None
                     # A stray cancellation exception raised by the job
                     # itself: the job counts as cancelled, the worker goes on.
                 else:

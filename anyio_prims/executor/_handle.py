@@ -130,7 +130,9 @@ class JoinHandle(Generic[T]):
         self._waiters: WaitQueue[None] | None = None
         self._retrieved = False
         self._cancel_requested = False
-        self._scope: Any = None  # the running worker's CancelScope
+        #: The worker's CancelScope, from when the worker waits for the
+        #: job's start slot or runs it.
+        self._scope: Any = None
         self._on_done: Callable[[JoinHandle[Any]], None] | None = None
 
     def __await__(self) -> Generator[Any, Any, T]:
@@ -209,7 +211,13 @@ class JoinHandle(Generic[T]):
             self._executor._cancel_in_queue(self)
             return True
         if state == HANDED:
+            scope = self._scope
             self._executor._settle(self, CANCELLED, None)  # its worker skips it
+            if scope is not None:
+                # Its worker sleeps for the job's start slot (max_per_second):
+                # wake it, for the next job or the block's exit.
+                del self
+                scope.cancel()
             return True
         if state == RUNNING:
             if not self._cancel_requested:

@@ -6,7 +6,9 @@
 # spaced evenly, ``1 / per_second`` apart, with no burst beyond one.  The
 # reservation is made before sleeping, so several workers asking at once
 # each get their own slot, in the order they asked.  A reservation whose
-# worker is cancelled while it sleeps is not given back: the next start is
+# worker is cancelled while it sleeps (its job was cancelled, or the whole
+# executor) is given back if it is still the last one made; one with later
+# reservations behind it is not, since those are kept: the next start is
 # then at most one interval later than it could have been.
 #
 # The clock is AnyIO's (``anyio.current_time`` / ``anyio.sleep``), so a
@@ -28,12 +30,22 @@ class RateLimiter:
         self._tat = -math.inf
 
     async def wait(self) -> None:
-        """Sleep until this caller's start time.  A checkpoint only if it sleeps."""
+        """Sleep until this caller's start time.
+
+        A checkpoint only if it sleeps.  Cancelled while it sleeps, it gives
+        its slot back if no later one was reserved.
+        """
         now = anyio.current_time()
-        start = self._tat if self._tat > now else now
-        self._tat = start + self._interval
-        while start > now:
-            # A timer may fire a little early (uvloop's clock counts whole
-            # milliseconds), so sleep again until the slot has come.
-            await anyio.sleep(start - now)
-            now = anyio.current_time()
+        before = self._tat
+        start = before if before > now else now
+        self._tat = end = start + self._interval
+        try:
+            while start > now:
+                # A timer may fire a little early (uvloop's clock counts
+                # whole milliseconds), so sleep again until the slot has come.
+                await anyio.sleep(start - now)
+                now = anyio.current_time()
+        except BaseException:
+            if self._tat == end:
+                self._tat = before
+            raise

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import math
 import sys
 from collections.abc import Awaitable, Callable
@@ -661,6 +662,125 @@ async def test_a_job_running_a_trio_nursery_is_cancelled_not_failed(
         await anyio.wait_all_tasks_blocked()
         handle.cancel()
     assert handle.cancelled()
+
+
+async def _cancelled_with_a_failing_cleanup() -> None:
+    # A job whose own task group has a task that fails while it is
+    # cancelled: on Trio the job raises the error and its Cancelled in one
+    # group, on asyncio anyio's task group leaves the cancellation out.
+    async def child() -> None:
+        try:
+            await sleep_forever()
+        finally:
+            raise ValueError("cleanup failed")
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(child)
+        await sleep_forever()
+
+
+async def test_a_cancelled_job_whose_cleanup_fails_fails_alone() -> None:
+    # The job failed with the cleanup's error; the other job, the worker and
+    # the block go on, and the error, retrieved, is not raised again.
+    async with Executor() as ex:
+        handle = ex.spawn(_cancelled_with_a_failing_cleanup)
+        other = ex.spawn(double, 4)
+        await anyio.wait_all_tasks_blocked()
+        assert handle.cancel()
+        with pytest.RaisesGroup(pytest.RaisesExc(ValueError, match="cleanup failed")):
+            await handle
+        assert await other == 8
+        assert await ex.spawn(double, 5) == 10
+    assert not handle.cancelled()
+
+
+async def test_a_job_whose_cleanup_fails_as_the_block_is_cancelled_raises_from_it() -> (
+    None
+):
+    # Cancelled with the whole executor: the error is the job's failure,
+    # never retrieved, so the block raises it, and the scope's cancellation
+    # stops there.
+    with anyio.CancelScope() as scope:
+        with pytest.RaisesGroup(
+            pytest.RaisesGroup(pytest.RaisesExc(ValueError, match="cleanup failed"))
+        ):
+            async with Executor() as ex:
+                handle = ex.spawn(_cancelled_with_a_failing_cleanup)
+                await anyio.wait_all_tasks_blocked()
+                scope.cancel()
+    assert isinstance(handle.exception(), ExceptionGroup)
+
+
+class Halt(BaseException):
+    pass
+
+
+async def halt() -> None:
+    await anyio.lowlevel.checkpoint()
+    raise Halt("from the job")
+
+
+async def test_a_jobs_base_exception_that_the_body_awaited_is_raised_once() -> None:
+    with pytest.raises(BaseExceptionGroup) as info:
+        async with Executor() as ex:
+            await ex.spawn(halt)
+    assert len(info.value.exceptions) == 1
+    assert isinstance(info.value.exceptions[0], Halt)
+
+
+async def test_submit_of_a_non_callable_raises_type_error_before_it_waits() -> None:
+    gate = anyio.Event()
+    async with Executor(1, max_queued=1) as ex:
+        running = ex.spawn(gate.wait)
+        queued = ex.spawn(double, 2)
+        await anyio.wait_all_tasks_blocked()
+        assert ex.statistics().jobs_queued == 1  # the queue is full
+        with anyio.fail_after(5), pytest.raises(TypeError, match="fn must be"):
+            await ex.submit("not a function")  # type: ignore[arg-type]
+        assert ex.statistics().jobs_queued == 1
+        gate.set()
+    assert running.done()
+    assert queued.result() == 4
+
+
+async def test_an_error_raised_inside_the_args_generator_propagates_unchanged() -> None:
+    def rows() -> Any:
+        yield (1,)
+        raise TypeError("the generator's own bug")
+
+    async with Executor() as ex:
+        with pytest.raises(TypeError, match=r"^the generator's own bug$") as info:
+            ex.spawn_many(double, rows())
+        assert ex.statistics().jobs_pending == 0
+    assert info.traceback[-1].name == "rows"
+
+
+async def test_spawn_many_of_a_value_that_is_not_iterable_names_args_iterable() -> None:
+    async with Executor() as ex:
+        with pytest.raises(TypeError, match=r"args_iterable .* not int"):
+            ex.spawn_many(double, 5)  # type: ignore[arg-type]
+
+
+async def test_jobs_run_in_their_workers_context_as_docs_say() -> None:
+    # docs/executor.md, "Context variables": a worker's context is a copy of
+    # its starter's, taken when it started; a job's set() stays for the
+    # later jobs of that worker; the body's context is not touched.
+    var: contextvars.ContextVar[str] = contextvars.ContextVar("var", default="unset")
+
+    async def job(tag: str) -> str:
+        seen = var.get()
+        var.set(tag)
+        return seen
+
+    token = var.set("before")
+    try:
+        async with Executor(1) as ex:
+            first = await ex.spawn(job, "first")
+            var.set("after")
+            second = await ex.spawn(job, "second")
+        assert (first, second, var.get()) == ("before", "first", "after")
+    finally:
+        var.reset(token)
 
 
 async def test_spawn_while_cancelling_returns_cancelled_handle() -> None:

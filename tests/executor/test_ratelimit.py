@@ -73,3 +73,52 @@ async def test_cancelled_job_waiting_for_its_slot_never_runs() -> None:
     assert ran == [0, 2]
     assert second.cancelled()
     assert third.done()
+
+
+@pytest.mark.anyio
+async def test_cancelling_a_job_whose_worker_waits_for_its_slot_ends_the_wait() -> None:
+    # One start every 4 s: the second job's worker sleeps for its slot.
+    # Cancelled, the job is gone, and the block does not wait out the slot.
+    with anyio.fail_after(2):
+        async with Executor(max_per_second=0.25) as ex:
+            await ex.spawn(anyio.lowlevel.checkpoint)
+            second = ex.spawn(anyio.lowlevel.checkpoint)
+            await anyio.wait_all_tasks_blocked()
+            assert second.cancel()
+    assert second.cancelled()
+
+
+def test_a_cancelled_wait_gives_its_slot_back_when_it_is_the_last() -> None:
+    trio = pytest.importorskip("trio")
+    from trio.testing import MockClock
+
+    from anyio_prims.executor._ratelimit import RateLimiter
+
+    async def main() -> list[float]:
+        limiter = RateLimiter(1.0)
+        t0 = trio.current_time()
+        await limiter.wait()  # the slot at t0
+        with trio.move_on_after(0.5):
+            await limiter.wait()  # the slot at t0 + 1: given up at t0 + 0.5
+        await limiter.wait()  # gets t0 + 1 again
+        t1 = trio.current_time()
+        given_up = trio.CancelScope()
+
+        async def give_up() -> None:
+            with given_up:
+                await limiter.wait()  # t0 + 2, given up below
+
+        async with trio.open_nursery() as nursery:
+            # A wait given up with a later reservation behind it leaves the
+            # gap: the later one keeps its slot.
+            nursery.start_soon(give_up)
+            await trio.testing.wait_all_tasks_blocked()
+            nursery.start_soon(limiter.wait)  # t0 + 3
+            await trio.testing.wait_all_tasks_blocked()
+            given_up.cancel()
+        await limiter.wait()  # t0 + 4
+        return [t1 - t0, trio.current_time() - t0]
+
+    # trio.run, not anyio.run (see above).
+    times = trio.run(main, clock=MockClock(autojump_threshold=0))
+    assert [round(t, 9) for t in times] == [1.0, 4.0]
