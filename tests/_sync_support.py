@@ -26,6 +26,7 @@ __all__ = [
     "CANCEL_SOURCES",
     "assert_schedule_point",
     "cancel_while_blocked",
+    "cancelled_acquire_beside_a_release",
     "settle",
     "skip_if_unsupported",
     "start_in_order",
@@ -96,3 +97,36 @@ async def start_in_order(
 def task_id() -> int:
     """``id()`` of the running task object: what borrowers and owners hold."""
     return anyio.get_current_task().id
+
+
+async def cancelled_acquire_beside_a_release(
+    acquire: Callable[[], Awaitable[object]],
+    taken: Callable[[], bool],
+    release: Callable[[], object],
+) -> bool:
+    """Call ``acquire()`` in a scope cancelled before the call, while another
+    task waits until ``taken()`` (the unit taken for the acquire's
+    checkpoint) and then calls ``release()``.  Returns the scope's
+    ``cancelled_caught``; an exception of the acquire propagates."""
+    go = anyio.Event()
+    caught: list[bool] = []
+
+    async def acquirer() -> None:
+        await go.wait()
+        with anyio.CancelScope() as scope:
+            scope.cancel()
+            await acquire()
+        caught.append(scope.cancelled_caught)
+
+    async def releaser() -> None:
+        await go.wait()
+        while not taken():
+            await anyio.lowlevel.checkpoint()
+        release()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(acquirer)
+        tg.start_soon(releaser)
+        await anyio.wait_all_tasks_blocked()
+        go.set()
+    return caught == [True]

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import decimal
 import math
+import numbers
 from functools import partial
 
 import anyio
+import anyio.lowlevel
 import pytest
 
 from anyio_prims._core import WAITER_STATS
@@ -16,6 +19,7 @@ from ._sync_support import (
     CANCEL_SOURCES,
     assert_schedule_point,
     cancel_while_blocked,
+    cancelled_acquire_beside_a_release,
     settle,
     skip_if_unsupported,
     start_in_order,
@@ -64,6 +68,49 @@ def test_total_tokens_of_the_wrong_type_raise_type_error(bad: object) -> None:
 def test_negative_total_tokens_raise_value_error(bad: float) -> None:
     with pytest.raises(ValueError, match=r"^total_tokens must be >= 0$"):
         CapacityLimiter(bad)
+
+
+class OtherInfinity:
+    """A real infinity that is not a float, as NumPy's float32 is not."""
+
+    def __float__(self) -> float:
+        return math.inf
+
+    def __gt__(self, other: object) -> bool:
+        return True
+
+    def __ge__(self, other: object) -> bool:
+        return True
+
+    def __lt__(self, other: object) -> bool:
+        return False
+
+    def __le__(self, other: object) -> bool:
+        return isinstance(other, OtherInfinity)
+
+    def __sub__(self, other: int) -> float:
+        return math.inf
+
+    def __eq__(self, other: object) -> bool:
+        return other == math.inf or isinstance(other, OtherInfinity)
+
+    __hash__ = object.__hash__
+
+
+numbers.Real.register(OtherInfinity)
+
+
+async def test_total_tokens_takes_a_real_infinity_that_is_not_a_float() -> None:
+    # AnyIO's limiter takes what math.isinf() takes.
+    infinity = OtherInfinity()
+    limiter = CapacityLimiter(infinity)  # type: ignore[arg-type]
+    assert limiter.total_tokens is infinity  # type: ignore[comparison-overlap]
+    await limiter.acquire()
+    limiter.acquire_on_behalf_of_nowait("other")
+    assert limiter.available_tokens == math.inf
+    with pytest.raises(TypeError, match=r"^total_tokens must be an int or math.inf$"):
+        limiter.total_tokens = decimal.Decimal("inf")  # type: ignore[assignment]
+    limiter.release()
 
 
 def test_setting_bad_total_tokens_keeps_the_old_total() -> None:
@@ -353,3 +400,48 @@ async def test_granted_then_cancelled_acquire_returns_the_token() -> None:
     with pytest.raises(asyncio.CancelledError):
         await waiter
     assert limiter.statistics() == anyio.CapacityLimiterStatistics(0, 1, (), 0)
+
+
+async def test_a_wait_begun_in_a_cancelled_scope_raises_though_a_token_frees() -> None:
+    # On asyncio AnyIO delivers a scope's cancellation made by the task
+    # itself a loop iteration later; a token released in between must not
+    # be granted to the call: AnyIO's limiter raises before it queues.
+    limiter = CapacityLimiter(1)
+    await limiter.acquire()
+    go = anyio.Event()
+    outcome: list[str] = []
+
+    async def late() -> None:
+        await go.wait()
+        with anyio.CancelScope() as scope:
+            scope.cancel()
+            try:
+                await limiter.acquire()
+            except anyio.get_cancelled_exc_class():
+                outcome.append("raised")
+                raise
+            outcome.append("returned")  # pragma: no cover (the fault)
+        assert scope.cancelled_caught
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(late)
+        await anyio.wait_all_tasks_blocked()
+        go.set()
+        await anyio.lowlevel.checkpoint()  # late runs, then this task
+        limiter.release()
+    assert outcome == ["raised"]
+    assert limiter.borrowed_tokens == 0
+
+
+async def test_a_cancelled_acquire_raises_though_its_token_was_released() -> None:
+    # The token an uncontended acquire takes for its checkpoint, released
+    # meanwhile by another task (a release AnyIO would refuse): the acquire
+    # raises its cancellation, not that release's RuntimeError.
+    limiter = CapacityLimiter(1)
+    borrower = object()
+    assert await cancelled_acquire_beside_a_release(
+        partial(limiter.acquire_on_behalf_of, borrower),
+        lambda: limiter.borrowed_tokens > 0,
+        partial(limiter.release_on_behalf_of, borrower),
+    )
+    assert limiter.borrowed_tokens == 0

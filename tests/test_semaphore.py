@@ -18,6 +18,7 @@ from ._sync_support import (
     CANCEL_SOURCES,
     assert_schedule_point,
     cancel_while_blocked,
+    cancelled_acquire_beside_a_release,
     settle,
     skip_if_unsupported,
     start_in_order,
@@ -380,3 +381,15 @@ async def test_uncontended_fast_acquire_loop_still_lets_other_tasks_run() -> Non
             sem.release()
         assert ticks > 0
         tg.cancel_scope.cancel()
+
+
+async def test_a_cancelled_acquire_raises_though_a_release_reached_max_value() -> None:
+    # The unit an uncontended acquire takes for its checkpoint: a release
+    # by another task meanwhile (one too many, which AnyIO would refuse)
+    # brings the value back to max_value.  The acquire raises its
+    # cancellation, not the ValueError, and the value stays at the ceiling.
+    sem = Semaphore(1, max_value=1)
+    assert await cancelled_acquire_beside_a_release(
+        sem.acquire, lambda: sem.value == 0, sem.release
+    )
+    assert sem.value == 1

@@ -31,6 +31,7 @@
 from __future__ import annotations
 
 import math
+import numbers
 from types import TracebackType
 
 import anyio
@@ -86,7 +87,9 @@ class CapacityLimiter(CopiedWhole):
     @total_tokens.setter
     def total_tokens(self, value: float) -> None:
         if not isinstance(value, int) and not (
-            isinstance(value, float) and math.isinf(value)
+            # Any real infinity, as AnyIO's math.isinf() takes (a NumPy
+            # float32 too); Decimal is no numbers.Real.
+            isinstance(value, numbers.Real) and math.isinf(value)
         ):
             raise TypeError("total_tokens must be an int or math.inf")
         if value < 0:
@@ -127,7 +130,7 @@ class CapacityLimiter(CopiedWhole):
             try:
                 await checkpoint()
             except BaseException:
-                self.release_on_behalf_of(borrower)
+                self._give_back(borrower)
                 raise
             return
         await self._acquire_blocking(borrower)
@@ -152,7 +155,7 @@ class CapacityLimiter(CopiedWhole):
             try:
                 await checkpoint()
             except BaseException:
-                self.release_on_behalf_of(borrower)
+                self._give_back(borrower)
                 raise
             return
         await self._acquire_blocking(borrower)
@@ -166,6 +169,12 @@ class CapacityLimiter(CopiedWhole):
         if len(self._borrowers) < self._total_tokens and not self._waiters:
             self._borrowers.add(borrower)
             return
+        # AnyIO raises a cancellation pending in a scope of the caller before
+        # it queues.  Parking alone would not do it on asyncio, where AnyIO
+        # delivers it a loop iteration later: a token released meanwhile
+        # would be granted, and the acquire would return inside the
+        # cancelled scope.
+        await checkpoint_if_cancelled()
         await self._waiters.park(borrower, self._give_back)
 
     def acquire_nowait(self) -> None:
@@ -215,7 +224,12 @@ class CapacityLimiter(CopiedWhole):
             self._grant_waiters()
 
     def _give_back(self, borrower: object) -> None:
-        # Granted, then cancelled before it ran: the token goes on.
+        # Granted, then cancelled before it ran: the token goes on.  Also a
+        # token taken for the checkpoint of an uncontended acquire that was
+        # cancelled there, which a release_on_behalf_of() by another task may
+        # have returned meanwhile (AnyIO, taking it after the checkpoint,
+        # would have refused that release): the acquire then raises its
+        # cancellation, not that release's RuntimeError.
         self._borrowers.discard(borrower)
         self._grant_waiters()
 

@@ -308,7 +308,7 @@ class Semaphore(CopiedWhole):
                 try:
                     await budget_checkpoint()
                 except BaseException:
-                    self.release()
+                    self._give_back_unit()
                     raise
             return
         # BatchSemaphore.acquire(1)'s wait, inlined (see the module comment).
@@ -344,6 +344,16 @@ class Semaphore(CopiedWhole):
             return
         sem._value += 1
 
+    def _give_back_unit(self) -> None:
+        # The unit taken for the checkpoint of an uncontended acquire that
+        # was cancelled there.  A release() by another task meanwhile may
+        # have brought the value to max_value (one release too many, which
+        # AnyIO, taking the unit after the checkpoint, would have refused):
+        # the unit is then not put back above the ceiling, and the acquire
+        # raises its cancellation, not that release's ValueError.
+        if self._max_value is None or self._sem._value < self._max_value:
+            self.release()
+
     @property
     def value(self) -> int:
         """The current value: units that can be acquired without blocking."""
@@ -369,7 +379,7 @@ class Semaphore(CopiedWhole):
                 try:
                     await budget_checkpoint()
                 except BaseException:
-                    self.release()
+                    self._give_back_unit()
                     raise
             return self
         waiters = sem._waiters  # as in acquire()
