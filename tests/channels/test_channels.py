@@ -44,6 +44,7 @@ from ._support import (
     MANY_SENDERS,
     Call,
     looks_between_call_and_park,
+    make,
     park_receives,
     settle,
 )
@@ -1351,3 +1352,23 @@ async def test_a_strict_send_with_every_receiver_closed_checkpoints_first(
     assert scope.cancelled_caught
     with pytest.raises(anyio.BrokenResourceError):
         await tx.send("x")
+
+
+@pytest.mark.parametrize("kind", [*MANY_RECEIVERS, "memory"])
+async def test_the_stream_ends_only_once_a_woken_receiver_has_run(kind: str) -> None:
+    # docs/channels.md, Closing: the last sender closes while a receive
+    # granted an item has not run yet.  Until it has, its item may still
+    # come back, so the stream has not ended: receive_nowait() raises
+    # WouldBlock (the drop-in too, where anyio's raises EndOfStream).
+    tx, rx = make(kind, 0)
+    async with anyio.create_task_group() as tg:
+        woken = Call(rx.receive).start(tg)
+        await settle()
+        tx.send_nowait("x")  # handed to the parked receive
+        tx.close()
+        with pytest.raises(anyio.WouldBlock):
+            rx.receive_nowait()
+    assert woken.result == "x"
+    with pytest.raises(anyio.EndOfStream):
+        rx.receive_nowait()
+    rx.close()
