@@ -745,29 +745,35 @@ class Executor:
                     self._failed_with(job, _from_job_frame(exc, own_frame))
                 except BaseException as exc:
                     cancels, errors = _split_cancellation(exc)
-                    if errors is None:
-                        self._settle(job, CANCELLED, None)
-                    elif isinstance(errors, Exception):
-                        # Cancelled, and its cleanup failed (a task group of
-                        # the job's own, on Trio, raises both in a group):
-                        # the job failed with the errors alone.
-                        self._failed_with(job, _from_job_frame(errors, own_frame))
-                    else:
-                        # KeyboardInterrupt, SystemExit...: the task group
-                        # raises it, as it would a task's.
-                        job._retrieved = True
-                        self._failed_with(job, exc)
-                        raise
-                    if cancels is not None and (
-                        job._cancel_requested
-                        or anyio.current_effective_deadline() == -math.inf
-                    ):
-                        # Ours (the scope swallows it) or the executor's.
-                        if cancels is exc:
+                    # Out of this frame's locals as they leave: the traceback
+                    # keeps the frame (a cycle otherwise).
+                    try:
+                        if errors is None:
+                            self._settle(job, CANCELLED, None)
+                        elif isinstance(errors, Exception):
+                            # Cancelled, and its cleanup failed (a task group of
+                            # the job's own, on Trio, raises both in a group):
+                            # the job failed with the errors alone.
+                            self._failed_with(job, _from_job_frame(errors, own_frame))
+                        else:
+                            # KeyboardInterrupt, SystemExit...: the task group
+                            # raises it, as it would a task's.
+                            job._retrieved = True
+                            self._failed_with(job, exc)
                             raise
-                        raise cancels from None
-                    # A stray cancellation exception raised by the job
-                    # itself: the job counts as cancelled, the worker goes on.
+                        if cancels is not None and (
+                            job._cancel_requested
+                            or anyio.current_effective_deadline() == -math.inf
+                        ):
+                            # Ours (the scope swallows it) or the executor's.
+                            if cancels is exc:
+                                raise
+                            raise cancels from None
+                        # Else a stray cancellation exception raised by the
+                        # job itself: the job counts as cancelled (or failed),
+                        # the worker goes on.
+                    finally:
+                        del cancels, errors
                 else:
                     self._settle(job, SUCCEEDED, value)
                 if job._cancel_requested:
