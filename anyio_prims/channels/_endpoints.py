@@ -154,7 +154,9 @@ class SendEndpoint(_Endpoint, ObjectSendStream[T_contra], Generic[T_contra]):
             await waiter.wait
         except BaseException as exc:
             if not waiters._interrupted(waiter, exc, None):
-                state.send_in_flight = False
+                # Not granted, so send_in_flight is not this call's: it may
+                # be another task's send, parked after this one was
+                # cancelled and taken before this task ran.
                 state.sync()
                 raise
         if waiter.state is FAILED:

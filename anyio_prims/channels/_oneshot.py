@@ -193,11 +193,13 @@ class Receiver(NotCopied, ObjectReceiveStream[T_co], Generic[T_co]):
         slot = state.slot
         if slot is NOT_OPENED:  # the first receive on this channel to wait
             slot = state.slot = Slot()
-        try:
-            got: T_co = await slot.park(None, state.give_back)
-            return got
-        finally:
-            state.granted = False
+        # ``granted`` is cleared by this call only once it has resumed with
+        # the item (or by give_back): a receive cancelled before any grant
+        # must leave it alone, since another task may have parked after it
+        # and been granted the item before this task ran.
+        got: T_co = await slot.park(None, state.give_back)
+        state.granted = False
+        return got
 
     def receive_nowait(self) -> T_co:
         """Return the item if it has been sent.  Not a checkpoint.
