@@ -358,8 +358,8 @@ class Executor:
                 # A job's KeyboardInterrupt (or other BaseException) that the
                 # body also raised, from ``await handle``: the task group has
                 # it twice.  Once is enough.
-                errors = list(raised.exceptions)
-                raise self._group([], errors) from None
+                unique: list[BaseException] = list(raised.exceptions)
+                raise self._group([], unique) from None
             if isinstance(raised, BaseExceptionGroup):
                 others: list[BaseException] = list(raised.exceptions)
             elif isinstance(raised, anyio.get_cancelled_exc_class()):
