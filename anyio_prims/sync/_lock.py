@@ -189,7 +189,10 @@ class Lock(CopiedWhole):
     def __getstate__(self) -> tuple[None, dict[str, object]]:
         # copy, deepcopy and pickle: as AnyIO's Lock, an idle lock copies;
         # the owner lookup starts unbound again (it may hold an event loop).
-        # A held lock does not: its owner task cannot be copied.
+        # A held lock does not: its owner task cannot be copied, and is not
+        # walked into (on Trio, a half-copied task leaves noise behind).
+        if self._owner is not None:
+            raise TypeError(f"cannot copy a {type(self).__name__} that a task holds")
         return None, {
             "_strict": self._strict,
             "_owner": self._owner,

@@ -135,7 +135,10 @@ class RWLock(CopiedWhole):
         self._waiters: WaitQueue[tuple[object, bool]] = WaitQueue()
 
     def __getstate__(self) -> tuple[None, dict[str, object]]:
-        # copy and pickle, as Lock's: the owner lookup starts unbound again.
+        # copy and pickle, as Lock's: the owner lookup starts unbound again,
+        # and a lock that a task holds is not copied.
+        if self._writer is not None or self._readers:
+            raise TypeError(f"cannot copy an {type(self).__name__} that a task holds")
         return None, {
             "_strict": self._strict,
             "_tasks": NO_TASKS,
