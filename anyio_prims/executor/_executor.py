@@ -62,7 +62,7 @@ from __future__ import annotations
 import math
 import sys
 from collections import deque
-from collections.abc import AsyncIterable, Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterable, Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, TypeVar
@@ -192,10 +192,6 @@ def _handles_for(
             args = tuple(arg_items)
         jobs.append(JoinHandle(executor, fn, args))
     return jobs
-
-
-def _distinct(excs: Sequence[BaseException]) -> bool:
-    return len({id(e) for e in excs}) == len(excs)
 
 
 def _check_positive_int(value: object, name: str) -> int:
@@ -350,16 +346,14 @@ class Executor:
                 self._cancel_queued()
         except BaseException as raised:
             errors = self._errors()
-            if not errors:
-                if not isinstance(raised, BaseExceptionGroup) or _distinct(
-                    raised.exceptions
-                ):
-                    raise
-                # A job's KeyboardInterrupt (or other BaseException) that the
-                # body also raised, from ``await handle``: the task group has
-                # it twice.  Once is enough.
-                unique: list[BaseException] = list(raised.exceptions)
-                raise self._group([], unique) from None
+            # A job's KeyboardInterrupt (or other BaseException) that the
+            # body also raised, from ``await handle``, is in the task group's
+            # group twice: that group goes through _group, which keeps it once.
+            twice = isinstance(raised, BaseExceptionGroup) and len(
+                {id(e) for e in raised.exceptions}
+            ) < len(raised.exceptions)
+            if not errors and not twice:
+                raise
             if isinstance(raised, BaseExceptionGroup):
                 others: list[BaseException] = list(raised.exceptions)
             elif isinstance(raised, anyio.get_cancelled_exc_class()):
