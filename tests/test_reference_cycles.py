@@ -520,3 +520,49 @@ async def test_jobs_cancelled_while_queued_are_let_go_while_the_workers_are_busy
         assert kept <= 64, kept  # dead entries are dropped, not piled up
         assert executor.statistics().jobs_queued == 0
         busy.cancel()
+
+
+async def _parked(x: int) -> int:
+    await anyio.sleep(0.01 if x else 0)
+    return x
+
+
+async def test_an_unordered_map_s_finished_jobs_leave_no_reference_cycle() -> None:
+    # A job of an unordered map calls the map back when it settles (its
+    # handle's _on_done): the handle must drop that callback then, or the
+    # map, its undelivered handles and its input stay on a cycle.
+    async def run() -> None:
+        async with Executor() as executor:
+            results = executor.map(_parked, range(3), ordered=False)
+            assert await results.__anext__() == 0
+            del results  # abandoned with results undelivered
+
+    await run()
+    with library_cycles() as cycles:
+        for _ in range(3):
+            await run()
+    assert cycles == []
+
+
+async def test_a_busy_worker_keeps_no_result_of_its_previous_job() -> None:
+    class Result:
+        pass
+
+    async def job(x: int) -> Result | None:
+        if x == 0:
+            return Result()
+        await anyio.sleep_forever()
+        return None  # pragma: no cover
+
+    async with Executor(1) as executor:
+        handle = executor.spawn(job, 0)
+        # Queued: the one worker takes it straight after job 0, and waits.
+        second = executor.spawn(job, 1)
+        first = await handle
+        del handle  # (it keeps the result too)
+        await anyio.wait_all_tasks_blocked()
+        ref = weakref.ref(first)
+        del first
+        gc.collect()
+        assert ref() is None
+        second.cancel()

@@ -456,8 +456,10 @@ class Executor:
             # Emptied: the next handle awaited before it settles reuses it,
             # with the spare waiter and the loop it remembers.
             self._spare_joins = waiters
-        if job._on_done is not None:
-            job._on_done(job)
+        on_done = job._on_done
+        if on_done is not None:
+            job._on_done = None  # (a map's bound method: no cycle left behind)
+            on_done(job)
         self._pending -= 1
         if self._pending == 0 and self._closing and not self._closed:
             self._close()
@@ -770,6 +772,9 @@ class Executor:
                         del cancels, errors
                 else:
                     self._settle(job, SUCCEEDED, value)
+                    # Not kept while the next job runs: it goes with its
+                    # last user.
+                    value = None
                 if job._cancel_requested:
                     # As on the return False paths: a failed job's traceback
                     # may keep this frame (f_back, 3.12+), which must keep

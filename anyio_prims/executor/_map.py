@@ -12,10 +12,16 @@
 # when it settles, which moves it to ``_done`` and wakes the consumer parked
 # in ``_wakeup`` (a Slot: one consumer at a time).
 #
+# An error raised by a read of the input (an ``Exception``) ends the input,
+# as its end does: it is kept in ``_input_error`` and raised once every job
+# spawned before it has been delivered, so it never overtakes their results.
+# A cancellation raised there propagates at once.
+#
 # Invariant: ``len(_inflight)`` (ordered) or ``_running`` plus ``len(_done)``
 # (unordered) is the number of jobs spawned and not yet delivered, and is at
 # most ``_window``.  After ``aclose()`` no input is read and every job in
-# flight has been cancelled.
+# flight has been cancelled.  No item is read while the executor is closed
+# (it could not be spawned).
 from __future__ import annotations
 
 from collections import deque
@@ -32,8 +38,16 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import anyio
 
-from .._core import BUDGET, MARKING, Slot, budget_checkpoint, on_trio, runs_user_code
-from ._handle import JobCancelled, JoinHandle, _ignore
+from .._core import (
+    BUDGET,
+    MARKING,
+    Slot,
+    budget_checkpoint,
+    checkpoint_if_cancelled,
+    on_trio,
+    runs_user_code,
+)
+from ._handle import JoinHandle, _ignore
 
 if TYPE_CHECKING:
     from ._executor import Executor
@@ -66,6 +80,12 @@ def _iter_of(iterable: Iterable[Any]) -> Iterator[Any]:
     return iter(iterable)
 
 
+def _job_stopped() -> RuntimeError:
+    # A job's StopAsyncIteration would end the consumer's ``async for``
+    # (as PEP 479 guards generators against StopIteration).
+    return RuntimeError("a job of the map raised StopAsyncIteration")
+
+
 class MapIterator(Generic[T]):
     """The async iterator of results returned by :meth:`Executor.map`.
 
@@ -74,14 +94,20 @@ class MapIterator(Generic[T]):
     and yields the results in input order (``ordered=True``) or as the jobs
     finish.  The input (a sync or async iterable) is read lazily, in the
     consuming task, between results.  A job's exception is raised from
-    ``__anext__`` when its turn comes; iteration may go on after it.
+    ``__anext__`` when its turn comes; iteration may go on after it (a job's
+    ``StopAsyncIteration`` is raised as a ``RuntimeError`` from it, so that
+    it does not end the iteration).  An exception raised by the input ends
+    the input: it is raised after the results of every item read before it.
 
     ``__anext__`` blocks while no result is ready and is then a cancellation
     point; cancelling it while it waits for a job loses nothing (the job
     stays in flight and its result is delivered by the next call).  A call
     that returns a ready result or raises at once (a job's error, the end)
     reaches a checkpoint at least once every 64 calls, before it takes
-    anything: a cancellation there loses no result either.  While
+    anything: a cancellation there loses no result either.  Before it
+    raises ``JobCancelled`` for a job that was cancelled (``fail_fast``, the
+    executor's cancellation), it checks for the task's own cancellation,
+    which takes precedence and leaves that outcome in place.  While
     it reads an async input, the cancellation goes into the input: an async
     generator ends there (Python closes it), and with it the input.  One
     task iterates at a time: another calling ``__anext__`` meanwhile gets
@@ -89,8 +115,10 @@ class MapIterator(Generic[T]):
 
     Closing it (``aclose()``, ``contextlib.aclosing``, or leaving its
     ``async with`` block) cancels the jobs still in flight and stops reading
-    the input.  Errors of jobs that had already failed and were never
-    delivered are still raised at the executor's exit.
+    the input (an input error not yet raised is dropped with it).  Errors
+    of jobs that had already failed and were never delivered are still
+    raised at the executor's exit.  Once the executor is closed, a call that
+    would read the input raises ``RuntimeError`` and reads nothing.
     """
 
     __slots__ = (
@@ -102,6 +130,7 @@ class MapIterator(Generic[T]):
         "_exhausted",
         "_fn",
         "_inflight",
+        "_input_error",
         "_iter",
         "_ordered",
         "_own_frame",
@@ -122,7 +151,8 @@ class MapIterator(Generic[T]):
         self._iter: Any = None
         if isinstance(iterable, AsyncIterable):
             self._aiter = _aiter_of(iterable)
-        elif isinstance(iterable, Iterable):
+        elif isinstance(iterable, Iterable) or hasattr(type(iterable), "__getitem__"):
+            # (Also the sequence protocol, which iter() accepts.)
             self._iter = _iter_of(iterable)
         else:
             raise TypeError(
@@ -134,6 +164,7 @@ class MapIterator(Generic[T]):
         self._ordered = ordered
         self._window = window
         self._exhausted = False
+        self._input_error: Exception | None = None
         self._closed = False
         self._busy = False  # a task is in __anext__
         self._inflight: deque[JoinHandle[T]] = deque()  # ordered only
@@ -171,31 +202,57 @@ class MapIterator(Generic[T]):
                         continue
                 if self._closed:
                     raise StopAsyncIteration
+                if self._ready_cancelled():
+                    # The task's own cancellation (the body's, with
+                    # fail_fast) before JobCancelled: the outcome stays.
+                    await checkpoint_if_cancelled()
                 ready = self._take_ready()
                 if ready is not None:
                     try:
                         return ready._outcome()  # settled: no wait, no checkpoint
+                    except StopAsyncIteration as exc:
+                        raise _job_stopped() from exc
                     finally:
                         del ready  # a raise keeps this frame (see _handle)
                 if not self._exhausted and self._in_flight() < self._window:
+                    if self._executor._closed:
+                        raise RuntimeError("the Executor is closed")
                     await self._read_one()
                     continue
                 if self._in_flight() == 0:
+                    error = self._input_error
+                    if error is not None:
+                        self._input_error = None
+                        try:
+                            if isinstance(error, StopAsyncIteration):
+                                # (From a sync input's __next__.)
+                                raise RuntimeError(
+                                    "the input raised StopAsyncIteration"
+                                ) from error
+                            raise error
+                        finally:
+                            del error  # a raise keeps this frame
                     raise StopAsyncIteration
                 if self._ordered:
                     head = self._inflight[0]
                     try:
                         value = await head
-                    except JobCancelled:
-                        self._pop_head(head)
+                    except Exception as exc:
+                        if not head.cancelled():
+                            # The job's own error, retrieved by this await:
+                            # it is delivered even if the map was closed
+                            # meanwhile.
+                            self._pop_head(head)
+                            del head  # a raise keeps this frame (see _handle)
+                            if isinstance(exc, StopAsyncIteration):
+                                raise _job_stopped() from exc
+                            raise
+                        del exc
                         if self._closed:  # closed by another task meanwhile
+                            self._pop_head(head)
                             raise StopAsyncIteration from None
-                        raise
-                    except Exception:
-                        # The job's own error, retrieved by this await: it
-                        # is delivered even if the map was closed meanwhile.
+                        await checkpoint_if_cancelled()  # as for a ready one
                         self._pop_head(head)
-                        del head  # a raise keeps this frame (see _handle)
                         raise
                     self._pop_head(head)
                     if self._closed:
@@ -217,6 +274,8 @@ class MapIterator(Generic[T]):
             self._closed
             or self._has_ready()
             or (self._exhausted and self._in_flight() == 0)
+            # Closed, the executor has no job in flight: the call raises.
+            or self._executor._closed
         )
 
     def _has_ready(self) -> bool:
@@ -224,6 +283,11 @@ class MapIterator(Generic[T]):
             inflight = self._inflight
             return bool(inflight) and inflight[0].done()
         return bool(self._done)
+
+    def _ready_cancelled(self) -> bool:
+        # Whether the next result to deliver is that of a cancelled job.
+        ready = self._inflight if self._ordered else self._done
+        return bool(ready) and ready[0].cancelled()
 
     def _take_ready(self) -> JoinHandle[T] | None:
         if not self._has_ready():
@@ -239,11 +303,25 @@ class MapIterator(Generic[T]):
         try:
             if self._aiter is not None:
                 aiter = self._aiter
-                item = await (_next_async(aiter) if self._own_frame else anext(aiter))
+                try:
+                    item = await (
+                        _next_async(aiter) if self._own_frame else anext(aiter)
+                    )
+                except StopAsyncIteration:
+                    self._exhausted = True
+                    return
             else:
-                item = _next(self._iter) if self._own_frame else next(self._iter)
-        except (StopAsyncIteration, StopIteration):
+                try:
+                    item = _next(self._iter) if self._own_frame else next(self._iter)
+                except StopIteration:
+                    self._exhausted = True
+                    return
+        except Exception as exc:
+            # The input's own error ends it; raised after what came before.
             self._exhausted = True
+            if not self._closed:
+                self._input_error = exc
+            del exc
             return
         if self._closed:  # closed while this read was waiting
             return
@@ -280,9 +358,11 @@ class MapIterator(Generic[T]):
             return
         self._closed = True
         self._exhausted = True
+        self._input_error = None
         for handle in self._inflight:
             handle.cancel()
         for handle in list(self._running):
+            handle._on_done = None  # nothing more to deliver
             handle.cancel()
         self._inflight.clear()
         self._running.clear()

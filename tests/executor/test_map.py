@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import aclosing
 
 import anyio
@@ -254,9 +254,30 @@ async def test_a_map_closed_by_another_task_ends_its_consumer_s_iteration(
     assert outcome == ["ended"]
 
 
-async def test_an_ordered_map_closed_after_its_head_failed_still_raises_the_error() -> (
-    None
-):
+async def _fail_with_value_error(ex: Executor) -> int:
+    raise ValueError("job 1 failed")
+
+
+async def _fail_with_job_cancelled(ex: Executor) -> int:
+    # A JobCancelled of the job's own (it awaited a cancelled job): the job
+    # failed, it was not cancelled.
+    child = ex.spawn(anyio.sleep, math.inf)
+    child.cancel()
+    await child  # raises JobCancelled
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+@pytest.mark.parametrize(
+    ("fail", "error"),
+    [
+        (_fail_with_value_error, "ValueError('job 1 failed')"),
+        (_fail_with_job_cancelled, "JobCancelled('the job was cancelled')"),
+    ],
+    ids=["ValueError", "JobCancelled"],
+)
+async def test_an_ordered_map_closed_after_its_head_failed_still_raises_the_error(
+    fail: Callable[[Executor], Awaitable[int]], error: str
+) -> None:
     # The consumer waits on the head; the head fails, then another task
     # closes the map before the consumer runs.  The error was retrieved by
     # the consumer's await: it must reach the consumer, not vanish.
@@ -265,7 +286,7 @@ async def test_an_ordered_map_closed_after_its_head_failed_still_raises_the_erro
     async def job(x: int) -> int:
         await release.wait()
         if x == 1:
-            raise ValueError("job 1 failed")
+            return await fail(ex)
         return x
 
     outcome: list[object] = []
@@ -275,8 +296,10 @@ async def test_an_ordered_map_closed_after_its_head_failed_still_raises_the_erro
         async def consume() -> None:
             try:
                 outcome.append(await results.__anext__())
-            except ValueError as exc:
-                outcome.append(str(exc))
+            except StopAsyncIteration:  # pragma: no cover (the fault)
+                outcome.append("StopAsyncIteration")
+            except Exception as exc:
+                outcome.append(repr(exc))
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(consume)
@@ -284,8 +307,9 @@ async def test_an_ordered_map_closed_after_its_head_failed_still_raises_the_erro
             release.set()
             while not any(h.done() for h in results._inflight):
                 await anyio.lowlevel.checkpoint()
+            assert not results._inflight[0].cancelled()  # it failed
             results.close()
-    assert outcome == ["job 1 failed"]
+    assert outcome == [error]
 
 
 # -- regressions found by mutation testing --------------------------------------
@@ -444,10 +468,83 @@ async def test_a_cancellation_at_the_due_checkpoint_loses_no_ready_result(
         assert rest == ["job 1", 4, 6]
 
 
-async def test_a_cancelled_loop_over_an_exhausted_map_stops_within_the_budget() -> None:
+# -- the input's errors, jobs' StopAsyncIteration, after the exit ----------------
+
+
+class _BrokenInput:
+    """An iterator that yields 0, 1, 2, then raises ``error``."""
+
+    def __init__(self, error: type[Exception] = ValueError) -> None:
+        self.reads = 0
+        self.error = error
+
+    def _next(self) -> int:
+        self.reads += 1
+        if self.reads > 3:
+            raise self.error("input broke")
+        return self.reads - 1
+
+    def __iter__(self) -> _BrokenInput:
+        return self
+
+    def __next__(self) -> int:
+        return self._next()
+
+
+class _BrokenAsyncInput(_BrokenInput):
+    """The async iterator of the same."""
+
+    __iter__ = None  # type: ignore[assignment]  # async only
+
+    def __aiter__(self) -> _BrokenAsyncInput:
+        return self
+
+    async def __anext__(self) -> int:
+        await anyio.lowlevel.checkpoint()
+        return self._next()
+
+
+async def _drain(results: object) -> list[object]:
+    # Every outcome, errors as their repr, up to the end of the iteration
+    # (at most 50: a map that fails alike on every call makes no checkpoint).
+    seen: list[object] = []
+    anext_ = results.__anext__  # type: ignore[attr-defined]
+    while len(seen) < 50:
+        try:
+            seen.append(await anext_())
+        except StopAsyncIteration:
+            return seen
+        except Exception as exc:
+            seen.append(repr(exc))
+    return seen
+
+
+@pytest.mark.parametrize("ordered", [True, False])
+@pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
+async def test_an_input_error_is_raised_after_the_results_read_before_it(
+    ordered: bool, is_async: bool
+) -> None:
+    source = _BrokenAsyncInput() if is_async else _BrokenInput()
+    async with Executor(4) as ex:
+        seen = await _drain(ex.map(double, source, ordered=ordered, window=4))
+    if ordered:
+        assert seen == [0, 2, 4, "ValueError('input broke')"]
+    else:
+        assert sorted(map(str, seen[:3])) == ["0", "2", "4"]
+        assert seen[3:] == ["ValueError('input broke')"]
+    assert source.reads == 4  # the error ended the input: no read after it
+
+
+@pytest.mark.parametrize("broken", [False, True], ids=["exhausted", "failed"])
+async def test_a_cancelled_loop_over_an_ended_map_stops_within_the_budget(
+    broken: bool,
+) -> None:
+    # Ended by its input's end, or by its input's error.
+    source = _BrokenInput() if broken else iter(range(3))
     async with Executor() as ex:
-        results = ex.map(double, range(2))
-        assert [r async for r in results] == [0, 2]
+        results = ex.map(double, source)
+        seen = await _drain(results)
+        assert seen == [0, 2, 4, *(["ValueError('input broke')"] if broken else [])]
         calls = 0
         with anyio.CancelScope() as scope:
             scope.cancel()
@@ -457,3 +554,87 @@ async def test_a_cancelled_loop_over_an_exhausted_map_stops_within_the_budget() 
                     await results.__anext__()
         assert scope.cancelled_caught
         assert calls <= BUDGET_SIZE
+    # No read after the end.
+    assert source.reads == 4 if isinstance(source, _BrokenInput) else not [*source]
+
+
+async def test_a_sync_input_s_stop_async_iteration_is_raised_as_runtime_error() -> None:
+    source = _BrokenInput(StopAsyncIteration)
+    async with Executor() as ex:
+        results = ex.map(double, source)
+        got = []
+        error = "input raised StopAsyncIteration"
+        with pytest.raises(RuntimeError, match=error) as info:  # noqa: PT012
+            async for value in results:
+                got.append(value)
+    assert got == [0, 2, 4]
+    assert isinstance(info.value.__cause__, StopAsyncIteration)
+
+
+async def _stops(x: int) -> int:
+    await anyio.lowlevel.checkpoint()
+    if x == 1:
+        raise StopAsyncIteration  # a bug in the job: anext() on an exhausted one
+    return x
+
+
+@pytest.mark.parametrize("ordered", [True, False])
+async def test_a_job_s_stop_async_iteration_does_not_end_the_map(ordered: bool) -> None:
+    async with Executor(1) as ex:
+        seen = await _drain(ex.map(_stops, range(3), ordered=ordered))
+    assert sorted(map(str, seen)) == [
+        "0",
+        "2",
+        "RuntimeError('a job of the map raised StopAsyncIteration')",
+    ]
+    if ordered:
+        assert seen[1] == "RuntimeError('a job of the map raised StopAsyncIteration')"
+
+
+@pytest.mark.parametrize("ordered", [True, False])
+async def test_a_fail_fast_consumer_going_on_after_the_error_is_cancelled(
+    ordered: bool,
+) -> None:
+    # fail_fast cancels the body; a consumer that catches the failing job's
+    # error and iterates on gets the body's cancellation, not JobCancelled
+    # for the jobs that fail_fast cancelled (which would end up in the
+    # exit's group beside the failure).
+    async def job(x: int) -> None:
+        if x == 0:
+            raise ValueError("zero")
+        await anyio.sleep(math.inf)
+
+    caught: list[str] = []
+    with pytest.raises(ExceptionGroup) as info:  # noqa: PT012 (the block under test)
+        async with (
+            Executor(4, fail_fast=True) as ex,
+            ex.map(job, range(10), ordered=ordered) as results,
+        ):
+            while True:
+                try:
+                    await results.__anext__()
+                except ValueError as exc:
+                    caught.append(str(exc))
+    assert caught == ["zero"]
+    assert [repr(e) for e in info.value.exceptions] == ["ValueError('zero')"]
+
+
+async def test_a_map_used_after_the_exit_reads_no_item_of_its_input() -> None:
+    source = iter(range(10))
+    async with Executor() as ex:
+        results = ex.map(double, source, window=1)
+        assert await results.__anext__() == 0
+    with pytest.raises(RuntimeError, match="the Executor is closed"):
+        await results.__anext__()
+    assert list(source) == list(range(1, 10))
+
+
+async def test_map_accepts_a_sequence_protocol_iterable() -> None:
+    class Squares:
+        def __getitem__(self, index: int) -> int:
+            if index >= 4:
+                raise IndexError(index)
+            return index * index
+
+    async with Executor() as ex:
+        assert [r async for r in ex.map(double, Squares())] == [0, 2, 8, 18]  # type: ignore[arg-type]
