@@ -527,6 +527,65 @@ async def test_task_cancel_while_reacquiring_still_reacquires(
     assert not cond.locked()
 
 
+@pytest.mark.usefixtures("asyncio_only")
+@pytest.mark.parametrize("how", ["task.cancel()", "asyncio.timeout()"])
+async def test_a_waiter_cancelled_while_reacquiring_passes_the_notification_on(
+    new_condition: NewCondition, how: str
+) -> None:
+    # notify(1) with two waiting: the first is woken, then cancelled while
+    # it waits for the lock (a plain asyncio cancellation gets through the
+    # shield), so it never acts on the notification: the second must get it.
+    if how == "asyncio.timeout()" and not hasattr(asyncio, "timeout"):
+        pytest.skip("asyncio.timeout() is 3.11+")
+    cond = new_condition()
+    outcome: dict[str, str] = {}
+
+    async def wait(name: str) -> None:
+        async with cond:
+            try:
+                await cond.wait()
+                outcome[name] = "notified"
+            except asyncio.CancelledError:
+                outcome[name] = "CancelledError"
+
+    async def wait_with_timeout() -> None:
+        async with cond:
+            try:
+                async with asyncio.timeout(None) as timeout:
+                    timeouts.append(timeout)
+                    await cond.wait()
+                outcome["first"] = "notified"
+            except TimeoutError:
+                outcome["first"] = "TimeoutError"
+
+    timeouts: list[asyncio.Timeout] = []
+    if how == "task.cancel()":
+        first = asyncio.ensure_future(wait("first"))
+    else:
+        first = asyncio.ensure_future(wait_with_timeout())
+    await settle()
+    second = asyncio.ensure_future(wait("second"))
+    await settle()
+    async with cond:
+        cond.notify(1)
+        await settle()  # the first waits for the lock now
+        if how == "task.cancel()":
+            first.cancel()
+        else:
+            timeouts[0].reschedule(asyncio.get_running_loop().time())
+        await settle()
+    await first
+    await asyncio.wait([second], timeout=5)
+    if not second.done():
+        second.cancel()  # the notification was lost: free the test
+        await asyncio.wait([second])
+    assert outcome == {
+        "first": "CancelledError" if how == "task.cancel()" else "TimeoutError",
+        "second": "notified",
+    }
+    assert not cond.locked()
+
+
 # -- regressions found by mutation testing --------------------------------------
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from functools import partial
 
 import anyio
@@ -381,6 +382,44 @@ async def test_uncontended_fast_acquire_loop_still_lets_other_tasks_run() -> Non
             sem.release()
         assert ticks > 0
         tg.cancel_scope.cancel()
+
+
+async def test_a_unit_granted_to_a_cancelled_acquire_stays_within_max_value(
+    anyio_backend_name: str,
+) -> None:
+    # A release hands the unit to a parked acquire whose task is cancelled
+    # and has not run (on asyncio, task.cancel() after the grant; on Trio,
+    # whose grants are final, a cancel the generic waiter learns of only
+    # when the task runs).  Another release, allowed as the value is still
+    # 0, puts a unit in the value.  The cancelled acquire gives its unit
+    # back, but not above max_value.
+    sem = Semaphore(0, max_value=1)
+    if anyio_backend_name == "asyncio":
+        task = asyncio.ensure_future(sem.acquire())
+        await settle()
+        sem.release()  # to the parked acquire
+        task.cancel()  # before it runs
+        sem.release()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    else:
+        scopes: list[anyio.CancelScope] = []
+
+        async def acquirer() -> None:
+            with anyio.CancelScope() as scope:
+                scopes.append(scope)
+                await sem.acquire()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(acquirer)
+            await anyio.wait_all_tasks_blocked()
+            scopes[0].cancel()
+            sem.release()
+            # Trio's own waiter left at the cancel: the unit is in the value.
+            with contextlib.suppress(ValueError):
+                sem.release()
+        assert scopes[0].cancelled_caught
+    assert sem.value == 1
 
 
 async def test_a_cancelled_acquire_raises_though_a_release_reached_max_value() -> None:

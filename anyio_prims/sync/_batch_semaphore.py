@@ -23,6 +23,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, NoReturn
@@ -177,11 +178,18 @@ class BatchSemaphore(CopiedWhole):
             return False
         return True
 
-    def _leave_and_raise(self, waiter: Waiter[int], exc: BaseException) -> NoReturn:
+    def _leave_and_raise(
+        self,
+        waiter: Waiter[int],
+        exc: BaseException,
+        give_back: Callable[[int], None] | None = None,
+    ) -> NoReturn:
         # A parked acquire raised ``exc`` (a cancellation): as WaitQueue.park
-        # with give_back, permits granted meanwhile go back, whoever the
-        # leaving waiter held back is let in, and ``exc`` propagates.
-        self._waiters._interrupted(waiter, exc, self._give_back)
+        # with give_back, permits granted meanwhile go back (through
+        # ``give_back``, if given: the drop-in Semaphore's keeps its
+        # ceiling), whoever the leaving waiter held back is let in, and
+        # ``exc`` propagates.
+        self._waiters._interrupted(waiter, exc, give_back or self._give_back)
         self._grant_waiters()
         try:
             raise exc
@@ -270,7 +278,8 @@ class BatchSemaphore(CopiedWhole):
     def close(self) -> None:
         """Fail every queued and later :meth:`acquire` with ClosedResourceError.
 
-        :meth:`release` keeps working, so holders can still return permits.
+        Never blocks; not a checkpoint.  Idempotent.  :meth:`release` keeps
+        working, so holders can still return permits.
         """
         self._closed = True
         for waiter in self._waiters.drain():
@@ -310,6 +319,8 @@ class BatchSemaphore(CopiedWhole):
         return Holding(self, n)
 
     async def __aenter__(self) -> None:
+        """``async with sem:`` holds one permit for its block (as
+        :meth:`acquire`: blocks, is a checkpoint and is cancelled alike)."""
         await self.acquire()
 
     async def __aexit__(

@@ -176,6 +176,7 @@ class Condition(CopiedWhole):
         """Acquire the underlying lock without blocking.  Not a checkpoint.
 
         :raises anyio.WouldBlock: if the lock is held or has waiters
+        :raises RuntimeError: if the current task already holds it
         """
         self._lock.acquire_nowait()
 
@@ -230,7 +231,9 @@ class Condition(CopiedWhole):
         shielded from cancellation.  If cancelled before it releases the
         lock, nothing happens; if cancelled while waiting, the cancellation
         propagates once the lock is re-acquired; if notified and cancelled
-        before it runs, the notification passes to the next waiter.
+        before it runs, or while it re-acquires the lock (a plain asyncio
+        cancellation; elsewhere the re-acquisition is shielded), the
+        notification passes to the next waiter.
 
         :raises RuntimeError: if the current task does not hold the lock
         """
@@ -244,6 +247,11 @@ class Condition(CopiedWhole):
             raise
         cancelled = await self._reacquire()
         if cancelled is not None:
+            # Notified, then cancelled while it re-acquired (a plain asyncio
+            # cancellation gets through the shield): this task will not act
+            # on the notification, so the next waiter gets it (at worst a
+            # spurious wake-up, as CPython's Condition gives).
+            self._pass_on(None)
             try:
                 raise cancelled
             finally:

@@ -320,7 +320,7 @@ class Semaphore(CopiedWhole):
         try:
             await waiter.wait
         except BaseException as exc:
-            sem._leave_and_raise(waiter, exc)
+            sem._leave_and_raise(waiter, exc, self._give_back_unit)
         waiters._spare = waiter  # recycled: payload and value are ints
 
     def acquire_nowait(self) -> None:
@@ -347,13 +347,15 @@ class Semaphore(CopiedWhole):
             return
         sem._value += 1
 
-    def _give_back_unit(self) -> None:
+    def _give_back_unit(self, _n: int = 1) -> None:
         # The unit taken for the checkpoint of an uncontended acquire that
-        # was cancelled there.  A release() by another task meanwhile may
-        # have brought the value to max_value (one release too many, which
-        # AnyIO, taking the unit after the checkpoint, would have refused):
-        # the unit is then not put back above the ceiling, and the acquire
-        # raises its cancellation, not that release's ValueError.
+        # was cancelled there, or granted to a parked acquire cancelled
+        # before it ran.  A release() by another task meanwhile may have
+        # brought the value to max_value (one release too many, which AnyIO,
+        # taking the unit after the checkpoint, would have refused; while a
+        # grant was pending the value did not show the unit): the unit is
+        # then not put back above the ceiling, and the acquire raises its
+        # cancellation, not that release's ValueError.
         if self._max_value is None or self._sem._value < self._max_value:
             self.release()
 
@@ -372,6 +374,8 @@ class Semaphore(CopiedWhole):
         return anyio.SemaphoreStatistics(len(self._sem._waiters))
 
     async def __aenter__(self) -> Semaphore:
+        """``async with sem:`` holds one unit for its block (as
+        :meth:`acquire`: blocks, is a checkpoint and is cancelled alike)."""
         # acquire() inlined: ``async with sem:`` costs no extra frame.
         sem = self._sem
         if sem._value > 0 and not sem._waiters.parked:
@@ -390,7 +394,7 @@ class Semaphore(CopiedWhole):
         try:
             await waiter.wait
         except BaseException as exc:
-            sem._leave_and_raise(waiter, exc)
+            sem._leave_and_raise(waiter, exc, self._give_back_unit)
         waiters._spare = waiter
         return self
 
