@@ -4,7 +4,7 @@ with uvloop) and Trio, faster than what each backend ships."""
 from __future__ import annotations
 
 from . import mpmc, mpsc, oneshot, spmc, streams
-from ._core import protect_if_trio_imported
+from ._core import protect_if_trio_imported as _protect_if_trio_imported
 from .channels import ChannelStatistics
 from .executor import (
     Executor,
@@ -52,4 +52,4 @@ __all__ = [
 
 # KeyboardInterrupt protection on Trio (see _core/_ki.py), now if Trio is
 # imported already; else the first wait or checkpoint on Trio does it.
-protect_if_trio_imported()
+_protect_if_trio_imported()

@@ -53,7 +53,8 @@ class channel(tuple[Sender[T], Receiver[T]]):
     :param strict: make every ``send``/``receive`` a checkpoint, as AnyIO
         does; by default a call that does not block is a checkpoint only once
         every 64 calls
-    :raises TypeError: if ``capacity`` is not an int or a float
+    :raises TypeError: if ``capacity`` is not an int or a float (or is a
+        ``bool``), or ``strict`` is not a ``bool``
     :raises ValueError: if ``capacity`` is negative, or a float other than inf
     """
 

@@ -6,7 +6,9 @@
 ``tx.send(item)`` is synchronous and succeeds once; ``await rx`` (or
 ``await rx.receive()``) returns the item, or raises ``anyio.EndOfStream``
 if the sender was closed or dropped without sending.  For returning one
-result from a task, a callback or a thread to the task that awaits it.
+result from a task or a callback to the task that awaits it.  Like every
+primitive here it is not thread-safe: from another thread, send through
+the event loop (``anyio.from_thread.run_sync(tx.send, item)``).
 """
 
 from __future__ import annotations

@@ -4,9 +4,9 @@
 """A drop-in for ``anyio.create_memory_object_stream`` and its endpoints.
 
 Same call forms, API, exceptions and checkpoints as anyio's, on the waiter
-core.  See ``docs/channels.md`` for the five places it deliberately
-differs (four fixes, and one that follows from them), and for copying (an
-endpoint cannot be copied).
+core.  See ``docs/channels.md`` for the six places it deliberately
+differs (four fixes, and two that follow from the third), and for copying
+(an endpoint cannot be copied).
 """
 
 from __future__ import annotations

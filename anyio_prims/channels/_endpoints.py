@@ -435,6 +435,8 @@ class CloneableSender(Sender[T_contra], Generic[T_contra]):
     def clone(self: S) -> S:
         """Another sender on the same channel, closed independently.
 
+        Never blocks; not a checkpoint.
+
         The channel's sending side is closed when every clone is closed.
 
         :raises anyio.ClosedResourceError: if this endpoint is closed
@@ -451,6 +453,8 @@ class CloneableReceiver(Receiver[T_co], Generic[T_co]):
 
     def clone(self: R) -> R:
         """Another receiver on the same channel, closed independently.
+
+        Never blocks; not a checkpoint.
 
         Clones share the items: each item goes to exactly one of them.  The
         receiving side is closed when every clone is closed.

@@ -75,6 +75,8 @@ class MemoryObjectSendStream(SendEndpoint[T_contra], Generic[T_contra]):
     def clone(self) -> MemoryObjectSendStream[T_contra]:
         """Another send stream on the same buffer, closed independently.
 
+        Never blocks; not a checkpoint.
+
         :raises anyio.ClosedResourceError: if this stream is closed
         """
         if self._closed:
@@ -107,6 +109,8 @@ class MemoryObjectReceiveStream(ReceiveEndpoint[T_co], Generic[T_co]):
 
     def clone(self) -> MemoryObjectReceiveStream[T_co]:
         """Another receive stream on the same buffer, closed independently.
+
+        Never blocks; not a checkpoint.
 
         :raises anyio.ClosedResourceError: if this stream is closed
         """

@@ -102,7 +102,8 @@ class Sender(NotCopied, Generic[T_contra]):
             state.item = item
 
     def close(self) -> None:
-        """Close without sending (no effect after :meth:`send`).  Idempotent.
+        """Close without sending (no effect after :meth:`send`).  Idempotent;
+        never blocks; not a checkpoint.
 
         A receiver waiting, or receiving later, gets ``anyio.EndOfStream``.
         """

@@ -155,7 +155,8 @@ NOTHING: Final = _Nothing()
 class ChannelStatistics:
     """A snapshot of a channel, as seen from any of its endpoints.
 
-    :ivar items_buffered: items in the buffer now
+    :ivar items_buffered: items in the buffer now, not counting those
+        reserved for receivers that were woken and have not run yet
     :ivar capacity: the buffer's capacity (an int, or ``math.inf``)
     :ivar open_senders: sender endpoints not closed
     :ivar open_receivers: receiver endpoints not closed
