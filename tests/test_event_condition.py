@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Coroutine
 from functools import partial
+from typing import Any
 
 import anyio
 import pytest
@@ -527,62 +529,86 @@ async def test_task_cancel_while_reacquiring_still_reacquires(
     assert not cond.locked()
 
 
-@pytest.mark.usefixtures("asyncio_only")
-@pytest.mark.parametrize("how", ["task.cancel()", "asyncio.timeout()"])
-async def test_a_waiter_cancelled_while_reacquiring_passes_the_notification_on(
-    new_condition: NewCondition, how: str
-) -> None:
-    # notify(1) with two waiting: the first is woken, then cancelled while
-    # it waits for the lock (a plain asyncio cancellation gets through the
-    # shield), so it never acts on the notification: the second must get it.
-    if how == "asyncio.timeout()" and not hasattr(asyncio, "timeout"):
-        pytest.skip("asyncio.timeout() is 3.11+")
-    cond = new_condition()
-    outcome: dict[str, str] = {}
-
-    async def wait(name: str) -> None:
+async def _notify_one_of_two_then_cancel_it_while_reacquiring(
+    cond: Condition,
+    wait_first: Callable[[], Coroutine[Any, Any, str]],
+    cancel_first: Callable[[asyncio.Task[str]], object],
+) -> tuple[str, str]:
+    # notify(1) with two waiting: the first is woken, then cancelled (by
+    # ``cancel_first``) while it waits for the lock, so it never acts on the
+    # notification: the second must get it.  Returns both outcomes.
+    async def wait_second() -> str:
         async with cond:
             try:
                 await cond.wait()
-                outcome[name] = "notified"
             except asyncio.CancelledError:
-                outcome[name] = "CancelledError"
+                return "still waiting"  # (cancelled at the end, below)
+            return "notified"
 
-    async def wait_with_timeout() -> None:
+    first = asyncio.ensure_future(wait_first())
+    await settle()
+    second = asyncio.ensure_future(wait_second())
+    await settle()
+    async with cond:
+        cond.notify(1)
+        await settle()  # the first waits for the lock now
+        cancel_first(first)
+        await settle()
+    await asyncio.wait([second], timeout=5)
+    if not second.done():
+        second.cancel()  # the notification was lost: free the test
+    return await first, await second
+
+
+@pytest.mark.usefixtures("asyncio_only")
+async def test_a_waiter_cancelled_while_reacquiring_passes_the_notification_on(
+    new_condition: NewCondition,
+) -> None:
+    # task.cancel() gets through the re-acquisition's shield.
+    cond = new_condition()
+
+    async def wait_first() -> str:
+        async with cond:
+            try:
+                await cond.wait()
+            except asyncio.CancelledError:
+                return "cancelled"
+            return "notified"  # pragma: no cover
+
+    outcomes = await _notify_one_of_two_then_cancel_it_while_reacquiring(
+        cond, wait_first, lambda task: task.cancel()
+    )
+    assert outcomes == ("cancelled", "notified")
+    assert not cond.locked()
+
+
+@pytest.mark.usefixtures("asyncio_only")
+async def test_a_waiter_timed_out_while_reacquiring_passes_the_notification_on(
+    new_condition: NewCondition,
+) -> None:
+    # So does an asyncio.timeout() that expires then.
+    if sys.version_info < (3, 11):
+        pytest.skip("asyncio.timeout() is 3.11+")
+    cond = new_condition()
+    timeouts: list[Any] = []  # asyncio.Timeout, 3.11+
+
+    async def wait_first() -> str:
         async with cond:
             try:
                 async with asyncio.timeout(None) as timeout:
                     timeouts.append(timeout)
                     await cond.wait()
-                outcome["first"] = "notified"
             except TimeoutError:
-                outcome["first"] = "TimeoutError"
+                return "timed out"
+            return "notified"  # pragma: no cover
 
-    timeouts: list[asyncio.Timeout] = []
-    if how == "task.cancel()":
-        first = asyncio.ensure_future(wait("first"))
-    else:
-        first = asyncio.ensure_future(wait_with_timeout())
-    await settle()
-    second = asyncio.ensure_future(wait("second"))
-    await settle()
-    async with cond:
-        cond.notify(1)
-        await settle()  # the first waits for the lock now
-        if how == "task.cancel()":
-            first.cancel()
-        else:
-            timeouts[0].reschedule(asyncio.get_running_loop().time())
-        await settle()
-    await first
-    await asyncio.wait([second], timeout=5)
-    if not second.done():
-        second.cancel()  # the notification was lost: free the test
-        await asyncio.wait([second])
-    assert outcome == {
-        "first": "CancelledError" if how == "task.cancel()" else "TimeoutError",
-        "second": "notified",
-    }
+    def expire(_: object) -> None:
+        timeouts[0].reschedule(asyncio.get_running_loop().time())
+
+    outcomes = await _notify_one_of_two_then_cancel_it_while_reacquiring(
+        cond, wait_first, expire
+    )
+    assert outcomes == ("timed out", "notified")
     assert not cond.locked()
 
 
