@@ -22,6 +22,8 @@ import pytest
 
 from anyio_prims import Executor, Lock, RWLock, Semaphore, mpmc, mpsc, spmc
 
+from ._anyio_version import ANYIO_VERSION
+
 pytestmark = pytest.mark.skipif(
     sys.version_info < (3, 12), reason="eager tasks came with Python 3.12"
 )
@@ -160,6 +162,10 @@ def test_eager_readers_queued_behind_a_writer_are_admitted_together(
     run_eager(main)
 
 
+@pytest.mark.skipif(
+    ANYIO_VERSION < (4, 7),
+    reason="AnyIO's task groups run under eager task factories from 4.7 on",
+)
 def test_an_executor_runs_jobs_spawned_from_eager_tasks(
     run_eager: Callable[..., Any],
 ) -> None:

@@ -406,6 +406,53 @@ def test_a_ctrl_c_delivered_to_a_parked_receive_takes_nothing_on_trio(
     run_trio(main, restrict_keyboard_interrupt_to_checkpoints=True)
 
 
+@pytest.mark.usefixtures("default_sigint")
+def test_a_ctrl_c_while_condition_wait_reacquires_leaves_the_lock_held_on_trio() -> (
+    None
+):
+    # Notified, the main task parks re-acquiring the lock its notifier
+    # holds; Trio delivers the Ctrl-C to it there, shield or not.  wait()
+    # raises it holding the lock (as it does a cancellation), so the
+    # ``async with`` releases the lock instead of failing, and the
+    # notification goes on to the other waiter.
+    outcome: list[str] = []
+
+    async def main() -> None:
+        cond = Condition()
+
+        def lock_waiters() -> int:
+            return cond.statistics().lock_statistics.tasks_waiting
+
+        async def other_waiter() -> None:
+            async with cond:
+                await cond.wait()
+                outcome.append("other notified")
+
+        async def notifier() -> None:
+            async with cond:
+                cond.notify(1)
+                while lock_waiters() == 0:
+                    await trio.sleep(0)
+                signal.raise_signal(signal.SIGINT)  # to the main task
+                # Delivered (through Trio's signal wake-up, a few steps on)
+                # while the lock is held: hold it until every task waits.
+                await trio.testing.wait_all_tasks_blocked(cushion=0.01)
+
+        async with trio.open_nursery() as nursery, cond:
+            nursery.start_soon(other_waiter)
+            await trio.testing.wait_all_tasks_blocked()
+            nursery.start_soon(notifier)
+            with pytest.raises(KeyboardInterrupt):
+                await cond.wait()
+            owner = cond.statistics().lock_statistics.owner
+            if owner == anyio.get_current_task():
+                outcome.append("raised holding the lock")
+        assert not cond.locked()
+
+    run_trio(main, restrict_keyboard_interrupt_to_checkpoints=True)
+    assert outcome == ["raised holding the lock", "other notified"]
+
+
 def test_the_marking_leaves_code_outside_the_library_alone_on_trio() -> None:
     # A dataclass's __repr__ is a functools.wraps wrapper: it carries the
     # __module__ of the class it was made for (the library's own statistics

@@ -233,7 +233,8 @@ class Condition(CopiedWhole):
         propagates once the lock is re-acquired; if notified and cancelled
         before it runs, or while it re-acquires the lock (a plain asyncio
         cancellation; elsewhere the re-acquisition is shielded), the
-        notification passes to the next waiter.
+        notification passes to the next waiter.  A Ctrl-C that Trio delivers
+        while it re-acquires is raised once it holds the lock, too.
 
         :raises RuntimeError: if the current task does not hold the lock
         """
@@ -243,7 +244,14 @@ class Condition(CopiedWhole):
         try:
             await self._waiters.park(None, self._pass_on)
         except BaseException:
-            await self._reacquire()
+            interrupted = await self._reacquire()
+            if isinstance(interrupted, KeyboardInterrupt):
+                try:
+                    # A Ctrl-C during the re-acquire wins; the first
+                    # exception is its __context__.
+                    raise interrupted
+                finally:
+                    del interrupted  # the traceback keeps this frame: no cycle
             raise
         cancelled = await self._reacquire()
         if cancelled is not None:
@@ -258,19 +266,22 @@ class Condition(CopiedWhole):
                 del cancelled  # the traceback keeps this frame: no cycle
 
     async def _reacquire(self) -> BaseException | None:
-        """Acquire the lock whatever cancellation arrives meanwhile.
+        """Acquire the lock whatever cancellation or Ctrl-C arrives meanwhile.
 
-        Returns the cancellation caught on the way, if any (only a plain
-        asyncio ``task.cancel()`` gets through the shield), for the caller
-        to raise once it holds the lock.
+        Returns what it caught on the way, if anything, for the caller to
+        raise once it holds the lock: a cancellation (only a plain asyncio
+        ``task.cancel()`` gets through the shield), or a KeyboardInterrupt
+        (Trio delivers one to a parked main task, shield or not), which
+        wins over a cancellation.
         """
         caught: BaseException | None = None
         while True:
             try:
                 with anyio.CancelScope(shield=True):
                     await self._lock.acquire()
-            except anyio.get_cancelled_exc_class() as exc:
-                caught = exc
+            except (anyio.get_cancelled_exc_class(), KeyboardInterrupt) as exc:
+                if not isinstance(caught, KeyboardInterrupt):
+                    caught = exc
             else:
                 try:
                     return caught
