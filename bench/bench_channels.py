@@ -103,6 +103,8 @@ def create_send_receive(impl: ChannelImpl) -> Body | None:
                 tx, rx = make_oneshot()
                 tx.send(i)
                 total += await rx.receive()
+                tx.close()  # as every row closes its endpoints
+                rx.close()
             elapsed = perf_counter() - t0
             expect(total == _sum_to(loops), f"{impl.name}: checksum {total}")
             return elapsed
