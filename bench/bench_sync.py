@@ -18,16 +18,20 @@ Cases (one loop is the unit named in each benchmark's metadata):
                              across one bare yield; one loop is one
                              acquire+release of one task.
 
-Validation: every case checks the count of acquisitions, that nothing is held
-at the end (permits all returned), and, where tasks compete, that no more than
-the permits were ever held at once.
+Validation: the one-task cases check, after the timed loop, that an acquire
+holds something (a no-op acquire fails) and that nothing is held at the end;
+the cases where tasks compete check the count of acquisitions, that the
+permits were all returned and that no more than the permits were ever held
+at once.
 
 Run as ``python bench/bench_sync.py --backend asyncio`` plus pyperf options.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from harness import (
@@ -56,6 +60,21 @@ ONE_TASK = "limit_minimal_channel"
 SWITCHING = "limit_park_unpark"
 
 
+async def expect_it_holds(
+    name: str,
+    ops: Ops,
+    acquire: Callable[[], Awaitable[object]],
+    release: Callable[[], object],
+) -> None:
+    """After the timed loop: one more acquire must take something (a no-op
+    acquire would pass ``idle()``), and its release must give it back."""
+    await acquire()
+    held = not ops.idle()
+    release()
+    expect(held, f"{name}: an acquire took nothing")
+    expect(ops.idle(), f"{name}: something still held after the loop")
+
+
 def uncontended(impl: SyncImpl, permits: int) -> Body:
     make = impl.make
     assert make is not None
@@ -68,7 +87,7 @@ def uncontended(impl: SyncImpl, permits: int) -> Body:
             await acquire()
             release()
         elapsed = perf_counter() - t0
-        expect(ops.idle(), f"{impl.name}: something still held after the loop")
+        await expect_it_holds(impl.name, ops, acquire, release)
         return elapsed
 
     return body
@@ -87,7 +106,9 @@ def batch_acquire(impl: SyncImpl) -> Body:
             await acquire(n)
             release(n)
         elapsed = perf_counter() - t0
-        expect(ops.idle(), f"{impl.name}: permits not all returned")
+        await expect_it_holds(
+            impl.name, ops, functools.partial(acquire, n), functools.partial(release, n)
+        )
         return elapsed
 
     return body
@@ -108,7 +129,7 @@ def rwlock_uncontended(impl: SyncImpl, write: bool) -> Body:
             await acquire()
             release()
         elapsed = perf_counter() - t0
-        expect(ops.idle(), f"{impl.name}: lock still held after the loop")
+        await expect_it_holds(impl.name, ops, acquire, release)
         return elapsed
 
     return body

@@ -778,7 +778,7 @@ def _prims_rwlock(strict: bool) -> SyncImpl:
         def idle() -> bool:
             try:
                 lock.acquire_write_nowait()
-            except anyio.WouldBlock:
+            except (anyio.WouldBlock, RuntimeError):  # held (RuntimeError: by us)
                 return False
             lock.release_write()
             return True
