@@ -407,14 +407,15 @@ def test_a_ctrl_c_delivered_to_a_parked_receive_takes_nothing_on_trio(
 
 
 @pytest.mark.usefixtures("default_sigint")
-def test_a_ctrl_c_while_condition_wait_reacquires_leaves_the_lock_held_on_trio() -> (
-    None
-):
-    # Notified, the main task parks re-acquiring the lock its notifier
-    # holds; Trio delivers the Ctrl-C to it there, shield or not.  wait()
-    # raises it holding the lock (as it does a cancellation), so the
-    # ``async with`` releases the lock instead of failing, and the
-    # notification goes on to the other waiter.
+@pytest.mark.parametrize("woken_by", ["notify", "cancel"])
+def test_a_ctrl_c_while_condition_wait_reacquires_leaves_the_lock_held_on_trio(
+    woken_by: str,
+) -> None:
+    # Notified (or cancelled), the main task parks re-acquiring the lock
+    # the other task holds; Trio delivers the Ctrl-C to it there, shield or
+    # not.  wait() raises it, over a cancellation, holding the lock, so the
+    # ``async with`` releases the lock instead of failing; a notification
+    # goes on to the other waiter.
     outcome: list[str] = []
 
     async def main() -> None:
@@ -428,9 +429,12 @@ def test_a_ctrl_c_while_condition_wait_reacquires_leaves_the_lock_held_on_trio()
                 await cond.wait()
                 outcome.append("other notified")
 
-        async def notifier() -> None:
+        async def wake(scope: Any) -> None:  # a trio.CancelScope
             async with cond:
-                cond.notify(1)
+                if woken_by == "notify":
+                    cond.notify(1)
+                else:
+                    scope.cancel()
                 while lock_waiters() == 0:
                     await trio.sleep(0)
                 signal.raise_signal(signal.SIGINT)  # to the main task
@@ -441,16 +445,21 @@ def test_a_ctrl_c_while_condition_wait_reacquires_leaves_the_lock_held_on_trio()
         async with trio.open_nursery() as nursery, cond:
             nursery.start_soon(other_waiter)
             await trio.testing.wait_all_tasks_blocked()
-            nursery.start_soon(notifier)
-            with pytest.raises(KeyboardInterrupt):
-                await cond.wait()
+            with trio.CancelScope() as scope:
+                nursery.start_soon(wake, scope)
+                try:
+                    await cond.wait()
+                except KeyboardInterrupt:  # not the cancellation
+                    outcome.append("interrupted")
             owner = cond.statistics().lock_statistics.owner
             if owner == anyio.get_current_task():
                 outcome.append("raised holding the lock")
+            if woken_by == "cancel":
+                cond.notify()
         assert not cond.locked()
 
     run_trio(main, restrict_keyboard_interrupt_to_checkpoints=True)
-    assert outcome == ["raised holding the lock", "other notified"]
+    assert outcome == ["interrupted", "raised holding the lock", "other notified"]
 
 
 def test_the_marking_leaves_code_outside_the_library_alone_on_trio() -> None:

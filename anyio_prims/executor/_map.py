@@ -224,11 +224,6 @@ class MapIterator(Generic[T]):
                     if error is not None:
                         self._input_error = None
                         try:
-                            if isinstance(error, StopAsyncIteration):
-                                # (From a sync input's __next__.)
-                                raise RuntimeError(
-                                    "the input raised StopAsyncIteration"
-                                ) from error
                             raise error
                         finally:
                             del error  # a raise keeps this frame
@@ -320,8 +315,13 @@ class MapIterator(Generic[T]):
             # The input's own error ends it; raised after what came before.
             self._exhausted = True
             if not self._closed:
-                self._input_error = exc
-            del exc
+                if isinstance(exc, StopAsyncIteration):  # a sync input's
+                    # Raised as it is, it would end the consumer's loop.
+                    error = RuntimeError("the input raised StopAsyncIteration")
+                    error.__cause__ = exc
+                    self._input_error = error
+                else:
+                    self._input_error = exc
             return
         if self._closed:  # closed while this read was waiting
             return
