@@ -412,7 +412,12 @@ class ChannelState(Generic[T]):
             raise anyio.ClosedResourceError
         if not self.receivers:
             raise anyio.BrokenResourceError
-        if self.single_sender and (self.send_waiters or self.send_in_flight):
+        # ``w.parked and w``: bool(w) without its call while nothing is
+        # parked, which is every spmc handoff (as in sync()).
+        if self.single_sender and (
+            ((send_waiters := self.send_waiters).parked and send_waiters)
+            or self.send_in_flight
+        ):
             raise anyio.BusyResourceError("sending")
         recv_waiters = self.recv_waiters
         waiter = recv_waiters.grant_head(None) if recv_waiters.parked else None
