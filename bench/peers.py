@@ -454,7 +454,7 @@ MINIMAL_PINGPONG = [
 
 # The checkpoint policy's own cost.  anyio-prims' budget (a call that does not
 # block spends one unit; when the budget is spent the call checkpoints first;
-# a call that parks refills it) put on two implementations that have no
+# a call that parks refills it when it wakes) put on two implementations that have no
 # checkpoint of their own: the minimal channel and asyncio.Queue.  The
 # library's own counter and checkpoint are used, written as its hot paths
 # write them (less the ``strict`` test), so the rows follow the library.
@@ -493,7 +493,7 @@ class BudgetedQueue(asyncio.Queue[Any]):
 
     As in the library, only a call that can proceed takes the due
     checkpoint; one that must wait parks at once (Queue's own wait) and
-    refills the budget.  Otherwise Queue's own ``put``/``get``: their fast
+    refills the budget when it wakes.  Otherwise Queue's own ``put``/``get``: their fast
     path is ``put_nowait``/``get_nowait`` after a ``full()``/``empty()``
     test, written out here so that no coroutine frame is added.
     """
@@ -504,8 +504,8 @@ class BudgetedQueue(asyncio.Queue[Any]):
         if budget.left <= 0 and not self.full():
             await _budget_checkpoint()
         if self.full():
-            budget.left = _BUDGET_SIZE  # parking is the schedule point
             await super().put(item)
+            budget.left = _BUDGET_SIZE  # woken: a schedule point
         else:
             self.put_nowait(item)
 
@@ -515,8 +515,9 @@ class BudgetedQueue(asyncio.Queue[Any]):
         if budget.left <= 0 and not self.empty():
             await _budget_checkpoint()
         if self.empty():
-            budget.left = _BUDGET_SIZE
-            return await super().get()
+            item = await super().get()
+            budget.left = _BUDGET_SIZE  # as in put()
+            return item
         return self.get_nowait()
 
 

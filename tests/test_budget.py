@@ -21,7 +21,6 @@ import pytest
 
 from anyio_prims import BatchSemaphore
 from anyio_prims._core import BUDGET, BUDGET_SIZE
-from anyio_prims._core._budget import Budget
 
 pytestmark = pytest.mark.anyio
 
@@ -55,12 +54,6 @@ async def ticking() -> AsyncIterator[Ticker]:
             yield ticker
         finally:
             ticker.done = True
-
-
-def test_budget_asks_for_a_checkpoint_once_every_budget_size_calls() -> None:
-    budget = Budget()
-    due = [i for i in range(3 * BUDGET_SIZE) if budget.spend()]
-    assert due == [BUDGET_SIZE - 1, 2 * BUDGET_SIZE - 1, 3 * BUDGET_SIZE - 1]
 
 
 async def test_non_blocking_loop_lets_another_task_run() -> None:

@@ -20,7 +20,18 @@ from typing import Any
 
 import pytest
 
-from anyio_prims import Executor, Lock, RWLock, Semaphore, mpmc, mpsc, spmc
+from anyio_prims import (
+    BatchSemaphore,
+    Event,
+    Executor,
+    Lock,
+    RWLock,
+    Semaphore,
+    mpmc,
+    mpsc,
+    spmc,
+)
+from anyio_prims._core import BUDGET, BUDGET_SIZE
 
 from ._anyio_version import ANYIO_VERSION
 
@@ -179,3 +190,83 @@ def test_an_executor_runs_jobs_spawned_from_eager_tasks(
         return [await handle for handle in handles]
 
     assert run_eager(main) == [2 * i for i in range(10)]
+
+
+class _Ticker:
+    """A task that counts the loop turns it is given."""
+
+    def __init__(self) -> None:
+        self.ticks = 0
+        self.done = False
+
+    async def run(self) -> None:
+        while not self.done:
+            self.ticks += 1
+            await asyncio.sleep(0)
+
+
+async def _turns_given_while(
+    start: Callable[[Event], Coroutine[Any, Any, list[asyncio.Task[None]]]],
+) -> int:
+    """The loop turns another task gets while ``start(ready)`` runs.
+
+    ``start`` starts children that wait for ``ready``; they are let go and
+    awaited afterwards.
+    """
+    ready = Event()
+    ticker = _Ticker()
+    ticking = asyncio.create_task(ticker.run())
+    before = ticker.ticks
+    children = await start(ready)
+    during = ticker.ticks - before
+    ready.set()
+    await asyncio.gather(*children)
+    ticker.done = True
+    await ticking
+    return during
+
+
+def test_a_task_starting_eager_tasks_that_park_still_yields_within_the_budget(
+    run_eager: Callable[..., Any],
+) -> None:
+    # Each child parks during its eager start, inside create_task(), in its
+    # creator's turn: that park gives the turn back to the creator, not to
+    # the loop, so it must not start a new budget for the creator.
+    async def start(ready: Event) -> list[asyncio.Task[None]]:
+        sem = BatchSemaphore(10)
+        children = []
+        for _ in range(4 * BUDGET_SIZE):
+            children.append(asyncio.create_task(ready.wait()))  # parks at once
+            await sem.acquire()  # one budgeted call of the creator's own
+            sem.release()
+        return children
+
+    # 256 budgeted calls with no other schedule point: at least 3 yields.
+    assert run_eager(lambda: _turns_given_while(start)) >= 3
+
+
+def test_a_task_whose_eager_children_take_the_due_checkpoint_still_yields(
+    run_eager: Callable[..., Any],
+) -> None:
+    # The creator spends all but one unit of each budget and each child the
+    # last one, in its eager start: the child's checkpoint yields back to
+    # the creator, not to the loop, so it must not start a new budget either.
+    sem = BatchSemaphore(10)
+
+    async def child(ready: Event) -> None:
+        await sem.acquire()  # the budget's last unit: a checkpoint
+        sem.release()
+        await ready.wait()
+
+    async def start(ready: Event) -> list[asyncio.Task[None]]:
+        children = []
+        BUDGET.left = BUDGET_SIZE  # a fresh budget, so that the counts line up
+        for _ in range(8):
+            for _ in range(BUDGET_SIZE - 1):
+                await sem.acquire()
+                sem.release()
+            children.append(asyncio.create_task(child(ready)))
+        return children
+
+    # 8 * 64 budgeted calls: the creator yields in (nearly) every round.
+    assert run_eager(lambda: _turns_given_while(start)) >= 7

@@ -5,18 +5,25 @@
 # AnyIO's primitives, so by default a call that completes without blocking
 # does not yield, but spends one unit of a budget; when the budget is spent,
 # the call first goes through a full checkpoint (cancellation point and
-# schedule point) and the budget is refilled.
+# schedule point), and the budget is refilled once that checkpoint is over.
 #
 # Invariant: between two schedule points taken by this package, at most
 # BUDGET_SIZE budgeted calls complete.  The counter is one per interpreter and
-# counts calls since the last such schedule point (a budget checkpoint, or a
-# task parking in a WaitQueue or Slot: both refill it), whichever task made
-# them.  A call that is about to park therefore need not checkpoint first.  On
-# one event loop only the running task can make calls, so a task that makes
-# nothing but non-blocking calls yields at least once every BUDGET_SIZE of
-# them (sooner if other tasks spent part of the budget).  Event loops running
-# in several threads share the counter; each still yields every BUDGET_SIZE
-# calls or sooner except while another thread refills it at the same moment.
+# counts calls since the last such schedule point, whichever task made them.
+# It is refilled only by a task that has just been through one: a task
+# resuming from a checkpoint of ours (``_backend.checkpoint``) or from a park
+# in a WaitQueue or Slot, never by a task on its way into one.  A task on
+# its way in may not give the turn back to the loop: under asyncio's eager
+# task factory a new task runs its first step inside ``create_task()``, and
+# when it parks or checkpoints there its creator carries on with no schedule
+# point in between.  A call that is about to park need not checkpoint first
+# (parking is one).  On one event loop only the running task can make calls,
+# so a task that makes nothing but non-blocking calls yields at least once
+# every BUDGET_SIZE of them (sooner if other tasks spent part of the
+# budget).  A cancelled checkpoint or park refills nothing: the next
+# checkpoint only comes sooner.  Event loops running in several threads
+# share the counter; each still yields every BUDGET_SIZE calls or sooner
+# except while another thread refills it at the same moment.
 #
 # The counter is a slot on a module-level object rather than a thread-local
 # or context variable because it sits on every fast path: a slot decrement
@@ -37,14 +44,12 @@ class Budget:
     def __init__(self) -> None:
         self.left = BUDGET_SIZE
 
-    def spend(self) -> bool:
-        """Spend one unit; ``True`` when the caller must checkpoint now."""
-        self.left -= 1
-        if self.left > 0:
-            return False
-        self.left = BUDGET_SIZE
-        return True
 
-
-#: The one budget of this interpreter.  Hot paths inline ``spend()``.
+#: The one budget of this interpreter.  Every budgeted call spends it
+#: inline, with no call of its own::
+#:
+#:     budget = BUDGET
+#:     budget.left -= 1
+#:     if budget.left <= 0 or self._strict:
+#:         await budget_checkpoint()  # refills the budget once it is over
 BUDGET: Final = Budget()

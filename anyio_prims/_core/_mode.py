@@ -15,28 +15,21 @@
 # cancellation there leaves nothing done.
 from __future__ import annotations
 
-from collections.abc import Awaitable
+from typing import Final
 
 from ._backend import checkpoint
-from ._budget import BUDGET, BUDGET_SIZE
 
-
-def budget_checkpoint() -> Awaitable[None]:
-    """The checkpoint a hot path takes when its budget is spent or it is strict.
-
-    Refills the budget and returns :func:`checkpoint`'s awaitable: await it
-    at once.
-
-    Hot paths inline the budget check, which is a third of the cost of the
-    call otherwise (a method call per fast path)::
-
-        budget = BUDGET
-        budget.left -= 1
-        if budget.left <= 0 or self._strict:
-            await budget_checkpoint()
-    """
-    BUDGET.left = BUDGET_SIZE
-    return checkpoint()
+#: The checkpoint a hot path takes when its budget is spent or it is strict:
+#: :func:`checkpoint` itself, which refills the budget once the task has been
+#: through it (see _budget.py).  Await the result at once.  Hot paths inline
+#: the budget check, which is a third of the cost of the call otherwise (a
+#: method call per fast path)::
+#:
+#:     budget = BUDGET
+#:     budget.left -= 1
+#:     if budget.left <= 0 or self._strict:
+#:         await budget_checkpoint()
+budget_checkpoint: Final = checkpoint
 
 
 def check_strict(strict: object) -> bool:

@@ -39,9 +39,13 @@
 #
 # A wait is ``park(payload, give_back)``, or, on the hottest paths, its two
 # halves written out: ``enqueue(payload)`` (make the waiter for the running
-# backend, queue it, refill the budget) and an await of ``waiter.wait``,
-# settled as ``park`` settles it (``_interrupted`` on an exception, ``FAILED``
-# after waking).  The halves save ``park``'s coroutine frame on every wait.
+# backend and queue it) and an await of ``waiter.wait``, settled as ``park``
+# settles it (``_interrupted`` on an exception; after waking, the budget
+# refilled, since the task has been through a schedule point, and then
+# ``FAILED`` handled).  The halves save ``park``'s coroutine frame on every
+# wait.  The budget is refilled on waking, not on parking: a task that
+# parks in an eager first step (asyncio's eager task factory) gives the
+# turn back to its creator, not to the loop (_budget.py).
 #
 # Recycling: a task whose wait ended normally (granted or failed) hands its
 # waiter back to the structure (written out at each wait: clear ``payload``
@@ -419,6 +423,7 @@ class Parking(Generic[P]):
             if on_error is not None:
                 on_error()
             raise
+        BUDGET.left = BUDGET_SIZE  # woken: a schedule point (module comment)
         value = waiter.value
         # Recycle the waiter (see the module comment).
         waiter.payload = waiter.value = None  # type: ignore[assignment]
@@ -509,7 +514,8 @@ class WaitQueue(Parking[P]):
         For the hottest blocking paths, which save ``park``'s coroutine frame
         by doing its second half themselves: the caller must await
         ``waiter.wait`` at once and settle the outcome as ``park`` does
-        (``_interrupted`` on an exception, ``FAILED`` after waking).
+        (``_interrupted`` on an exception; after waking, the budget refilled,
+        then ``FAILED`` handled).
         """
         loop = self._loop
         if loop is not None and loop in _tasks_by_loop:
@@ -552,8 +558,6 @@ class WaitQueue(Parking[P]):
         else:
             waiter = self._new_waiter(payload)
         self.parked.append(waiter)
-        # Parking is a schedule point: the calls after it start a new budget.
-        BUDGET.left = BUDGET_SIZE
         return waiter
 
     def has_live(self) -> bool:
@@ -746,7 +750,6 @@ class Slot(Parking[P]):
         else:
             waiter = self._new_waiter(payload)
         self.parked = waiter
-        BUDGET.left = BUDGET_SIZE  # a schedule point, as in WaitQueue
         return waiter
 
     def pop(self) -> Waiter[P] | None:

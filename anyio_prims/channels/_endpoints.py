@@ -15,7 +15,7 @@
 # ``strict`` every call is a checkpoint (as in AnyIO), otherwise one call in
 # BUDGET_SIZE is.  The checkpoint comes first, so a cancellation there
 # leaves nothing done; a call that is going to park skips it, because
-# parking is the checkpoint (and refills the budget).  The anyio drop-in
+# parking is the checkpoint (and waking refills the budget).  The anyio drop-in
 # sets ``_checkpoint_before_park`` to keep anyio's order: a checkpoint, then
 # the park.
 #
@@ -32,7 +32,14 @@ from typing import Any, ClassVar, Generic, TypeVar
 import anyio
 from anyio.abc import ObjectReceiveStream, ObjectSendStream
 
-from .._core import BUDGET, FAILED, NOT_OPENED, NotCopied, budget_checkpoint
+from .._core import (
+    BUDGET,
+    BUDGET_SIZE,
+    FAILED,
+    NOT_OPENED,
+    NotCopied,
+    budget_checkpoint,
+)
 from ._state import (
     INF,
     NO_IN_FLIGHT,
@@ -159,6 +166,7 @@ class SendEndpoint(_Endpoint, ObjectSendStream[T_contra], Generic[T_contra]):
                 # cancelled and taken before this task ran.
                 state.sync()
                 raise
+        BUDGET.left = BUDGET_SIZE  # woken: a schedule point (_core/_budget.py)
         if waiter.state is FAILED:
             state.send_in_flight = False
             state.sync()
@@ -295,6 +303,7 @@ class ReceiveEndpoint(_Endpoint, ObjectReceiveStream[T_co], Generic[T_co]):
             waiters._interrupted(waiter, exc, partial(state.give_back, waiter))
             state.sync()
             raise
+        BUDGET.left = BUDGET_SIZE  # as in send()
         if waiter.state is FAILED:
             state.sync()
             if self._closed:  # closed after another close woke it: as in send()

@@ -72,6 +72,7 @@ import anyio.abc
 
 from .._core import (
     BUDGET,
+    BUDGET_SIZE,
     MARKING,
     Slot,
     WaitQueue,
@@ -691,6 +692,7 @@ class Executor:
                     except BaseException as exc:
                         idle._interrupted(waiter, exc, self._give_back)
                         raise
+                    BUDGET.left = BUDGET_SIZE  # woken: a schedule point
                     job = waiter.value
                     # Recycle the waiter (see _core/_waiter.py).
                     waiter.value = None

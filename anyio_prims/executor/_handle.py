@@ -38,7 +38,7 @@ from __future__ import annotations
 from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
 
-from .._core import BUDGET, WaitQueue, budget_checkpoint
+from .._core import BUDGET, BUDGET_SIZE, WaitQueue, budget_checkpoint
 
 if TYPE_CHECKING:
     from ._executor import Executor
@@ -166,6 +166,7 @@ class JoinHandle(Generic[T]):
             except BaseException as exc:
                 waiters._interrupted(waiter, exc, _ignore)
                 raise
+            BUDGET.left = BUDGET_SIZE  # woken: a schedule point (_core/_budget.py)
             # Granted (value None): recycle the waiter (see _core/_waiter.py)
             # on the queue, wherever that has gone since.
             waiters._spare = waiter

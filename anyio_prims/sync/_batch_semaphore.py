@@ -32,6 +32,7 @@ import anyio
 
 from .._core import (
     BUDGET,
+    BUDGET_SIZE,
     FAILED,
     PENDING,
     CopiedWhole,
@@ -143,6 +144,7 @@ class BatchSemaphore(CopiedWhole):
                 await waiter.wait
             except BaseException as exc:
                 self._leave_and_raise(waiter, exc)
+            BUDGET.left = BUDGET_SIZE  # woken: a schedule point (_core/_budget.py)
             if waiter.state is FAILED:  # closed while waiting
                 self._grant_waiters()
                 # Off the waiter and out of the frame: no cycle through the

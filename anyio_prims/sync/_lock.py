@@ -56,6 +56,7 @@ import anyio
 
 from .._core import (
     BUDGET,
+    BUDGET_SIZE,
     NO_TASKS,
     CopiedWhole,
     TaskMap,
@@ -137,6 +138,7 @@ class Lock(CopiedWhole):
             await waiter.wait
         except BaseException as exc:
             self._leave_and_raise(waiter, exc)
+        BUDGET.left = BUDGET_SIZE  # woken: a schedule point (_core/_budget.py)
         # Recycle the waiter (see _core/_waiter.py); payload, value are ints.
         waiter.task = None
         waiters._spare = waiter
@@ -321,6 +323,7 @@ class Semaphore(CopiedWhole):
             await waiter.wait
         except BaseException as exc:
             sem._leave_and_raise(waiter, exc, self._give_back_unit)
+        BUDGET.left = BUDGET_SIZE  # as in Lock.acquire()
         waiters._spare = waiter  # recycled: payload and value are ints
 
     def acquire_nowait(self) -> None:
@@ -395,6 +398,7 @@ class Semaphore(CopiedWhole):
             await waiter.wait
         except BaseException as exc:
             sem._leave_and_raise(waiter, exc, self._give_back_unit)
+        BUDGET.left = BUDGET_SIZE  # as in Lock.acquire()
         waiters._spare = waiter
         return self
 
