@@ -117,10 +117,11 @@ class SendEndpoint(_Endpoint, ObjectSendStream[T_contra], Generic[T_contra]):
         """Send ``item``, blocking while the buffer is full.
 
         Blocks until there is room in the buffer or a receiver takes the item
-        (with capacity 0, until a receiver takes it).  A checkpoint when it
-        blocks; otherwise as the channel's checkpoint mode says (every call if
-        ``strict``, else at least once every 64 calls).  Blocked senders are
-        served in arrival order.
+        (with capacity 0, until a receiver takes it).  A checkpoint on every
+        call on a channel made with ``strict=True`` and on the drop-in memory
+        object streams (there before it blocks, too, as in AnyIO); otherwise a
+        checkpoint when it blocks, and at least once every 64 calls that do
+        not.  Blocked senders are served in arrival order.
 
         Cancelled before the item was taken: nothing was sent.  Cancelled
         after a receiver took it: the call returns normally and the
@@ -240,8 +241,10 @@ class ReceiveEndpoint(_Endpoint, ObjectReceiveStream[T_co], Generic[T_co]):
     async def receive(self) -> T_co:
         """Receive the next item, blocking while there is none.
 
-        A checkpoint when it blocks; otherwise as the channel's checkpoint
-        mode says.  Blocked receivers are served in arrival order.
+        Checkpoints as ``send()`` does: on every call on a
+        ``strict=True`` channel and on the drop-in memory object streams,
+        otherwise when it blocks and at least once every 64 calls that do
+        not.  Blocked receivers are served in arrival order.
 
         Each call takes the oldest item not yet delivered: one granted to a
         receiver that has not run yet is taken, and that receiver's
