@@ -454,8 +454,8 @@ MINIMAL_PINGPONG = [
 
 # The checkpoint policy's own cost.  anyio-prims' budget (a call that does not
 # block spends one unit; when the budget is spent the call checkpoints first;
-# a call that parks refills it when it wakes) put on two implementations that have no
-# checkpoint of their own: the minimal channel and asyncio.Queue.  The
+# a call that parks refills it when it wakes) put on two implementations that
+# have no checkpoint of their own: the minimal channel and asyncio.Queue.  The
 # library's own counter and checkpoint are used, written as its hot paths
 # write them (less the ``strict`` test), so the rows follow the library.
 # References, not targets: what the policy costs before a channel does
@@ -493,9 +493,10 @@ class BudgetedQueue(asyncio.Queue[Any]):
 
     As in the library, only a call that can proceed takes the due
     checkpoint; one that must wait parks at once (Queue's own wait) and
-    refills the budget when it wakes.  Otherwise Queue's own ``put``/``get``: their fast
-    path is ``put_nowait``/``get_nowait`` after a ``full()``/``empty()``
-    test, written out here so that no coroutine frame is added.
+    refills the budget when it wakes.  Otherwise Queue's own
+    ``put``/``get``: their fast path is ``put_nowait``/``get_nowait`` after
+    a ``full()``/``empty()`` test, written out here so that no coroutine
+    frame is added.
     """
 
     async def put(self, item: Any) -> None:

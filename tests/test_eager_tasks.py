@@ -14,10 +14,12 @@ functions, run once per waiter implementation (the suite runs again with
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
+import anyio
 import pytest
 
 from anyio_prims import (
@@ -206,43 +208,96 @@ class _Ticker:
 
 
 async def _turns_given_while(
-    start: Callable[[Event], Coroutine[Any, Any, list[asyncio.Task[None]]]],
+    start: Callable[[], Coroutine[Any, Any, list[asyncio.Task[None]]]],
+    let_go: Callable[[], None],
 ) -> int:
-    """The loop turns another task gets while ``start(ready)`` runs.
+    """The loop turns another task gets while ``start()`` runs.
 
-    ``start`` starts children that wait for ``ready``; they are let go and
-    awaited afterwards.
+    ``start`` starts children that park; ``let_go()`` lets them all finish,
+    and they are awaited afterwards.
     """
-    ready = Event()
     ticker = _Ticker()
     ticking = asyncio.create_task(ticker.run())
     before = ticker.ticks
-    children = await start(ready)
+    children = await start()
     during = ticker.ticks - before
-    ready.set()
+    let_go()
     await asyncio.gather(*children)
     ticker.done = True
     await ticking
     return during
 
 
+def _event_wait() -> tuple[Callable[[], Awaitable[object]], Callable[[], None]]:
+    ready = Event()  # parks through the core's WaitQueue.park
+    return ready.wait, ready.set
+
+
+def _channel_receive() -> tuple[Callable[[], Awaitable[object]], Callable[[], None]]:
+    tx, rx = mpmc.channel[int](0)  # a receive's wait, written out in the endpoint
+
+    async def receive() -> None:
+        with contextlib.suppress(anyio.EndOfStream):
+            await rx.receive()
+
+    return receive, tx.close
+
+
+def _lock_acquire() -> tuple[Callable[[], Awaitable[object]], Callable[[], None]]:
+    lock = Lock()  # Lock.acquire's wait, written out
+    lock.acquire_nowait()  # held by the creator until let go
+
+    async def take_and_release() -> None:
+        async with lock:
+            pass
+
+    return take_and_release, lock.release
+
+
+def _semaphore_acquire() -> tuple[Callable[[], Awaitable[object]], Callable[[], None]]:
+    sem = Semaphore(0)  # Semaphore.acquire's wait, written out
+
+    def release_all() -> None:
+        for _ in range(_EAGER_CHILDREN):
+            sem.release()
+
+    return sem.acquire, release_all
+
+
+_EAGER_CHILDREN = 4 * BUDGET_SIZE
+
+
+@pytest.mark.parametrize(
+    "parking",
+    [_event_wait, _channel_receive, _lock_acquire, _semaphore_acquire],
+    ids=["event", "channel", "lock", "semaphore"],
+)
 def test_a_task_starting_eager_tasks_that_park_still_yields_within_the_budget(
     run_eager: Callable[..., Any],
+    parking: Callable[[], tuple[Callable[[], Awaitable[object]], Callable[[], None]]],
 ) -> None:
     # Each child parks during its eager start, inside create_task(), in its
     # creator's turn: that park gives the turn back to the creator, not to
     # the loop, so it must not start a new budget for the creator.
-    async def start(ready: Event) -> list[asyncio.Task[None]]:
-        sem = BatchSemaphore(10)
-        children = []
-        for _ in range(4 * BUDGET_SIZE):
-            children.append(asyncio.create_task(ready.wait()))  # parks at once
-            await sem.acquire()  # one budgeted call of the creator's own
-            sem.release()
-        return children
+    async def main() -> int:
+        wait, let_go = parking()
+
+        async def child() -> None:
+            await wait()
+
+        async def start() -> list[asyncio.Task[None]]:
+            sem = BatchSemaphore(10)
+            children = []
+            for _ in range(_EAGER_CHILDREN):
+                children.append(asyncio.create_task(child()))  # parks at once
+                await sem.acquire()  # one budgeted call of the creator's own
+                sem.release()
+            return children
+
+        return await _turns_given_while(start, let_go)
 
     # 256 budgeted calls with no other schedule point: at least 3 yields.
-    assert run_eager(lambda: _turns_given_while(start)) >= 3
+    assert run_eager(main) >= 3
 
 
 def test_a_task_whose_eager_children_take_the_due_checkpoint_still_yields(
@@ -251,22 +306,26 @@ def test_a_task_whose_eager_children_take_the_due_checkpoint_still_yields(
     # The creator spends all but one unit of each budget and each child the
     # last one, in its eager start: the child's checkpoint yields back to
     # the creator, not to the loop, so it must not start a new budget either.
-    sem = BatchSemaphore(10)
+    async def main() -> int:
+        sem = BatchSemaphore(10)
+        ready = Event()
 
-    async def child(ready: Event) -> None:
-        await sem.acquire()  # the budget's last unit: a checkpoint
-        sem.release()
-        await ready.wait()
+        async def child() -> None:
+            await sem.acquire()  # the budget's last unit: a checkpoint
+            sem.release()
+            await ready.wait()
 
-    async def start(ready: Event) -> list[asyncio.Task[None]]:
-        children = []
-        BUDGET.left = BUDGET_SIZE  # a fresh budget, so that the counts line up
-        for _ in range(8):
-            for _ in range(BUDGET_SIZE - 1):
-                await sem.acquire()
-                sem.release()
-            children.append(asyncio.create_task(child(ready)))
-        return children
+        async def start() -> list[asyncio.Task[None]]:
+            children = []
+            BUDGET.left = BUDGET_SIZE  # a fresh budget, so that counts line up
+            for _ in range(8):
+                for _ in range(BUDGET_SIZE - 1):
+                    await sem.acquire()
+                    sem.release()
+                children.append(asyncio.create_task(child()))
+            return children
+
+        return await _turns_given_while(start, ready.set)
 
     # 8 * 64 budgeted calls: the creator yields in (nearly) every round.
-    assert run_eager(lambda: _turns_given_while(start)) >= 7
+    assert run_eager(main) >= 7
