@@ -106,14 +106,10 @@ def _asyncio_yield() -> Generator[None, None, None]:
     BUDGET.left = BUDGET_SIZE
 
 
-async def _trio_checkpoint() -> None:
-    await trio_lowlevel().checkpoint()
-    BUDGET.left = BUDGET_SIZE  # as in _asyncio_yield
-
-
-async def _generic_checkpoint() -> None:
-    await anyio.lowlevel.checkpoint()
-    BUDGET.left = BUDGET_SIZE  # as in _asyncio_yield
+async def _refilled_after(checkpoint: Awaitable[None]) -> None:
+    # A backend's own checkpoint, then the refill, as in _asyncio_yield.
+    await checkpoint
+    BUDGET.left = BUDGET_SIZE
 
 
 def checkpoint() -> Awaitable[None]:
@@ -137,12 +133,13 @@ def checkpoint() -> Awaitable[None]:
         ):
             return _asyncio_yield()
         if "trio" in sys.modules:
+            trio_checkpoint: Awaitable[None] = trio_lowlevel().checkpoint()
             if BUDGET.left <= 0:
-                return _trio_checkpoint()
-            return trio_lowlevel().checkpoint()  # type: ignore[no-any-return]
+                return _refilled_after(trio_checkpoint)
+            return trio_checkpoint
     protect_if_trio_imported()
     if BUDGET.left <= 0:  # as on Trio
-        return _generic_checkpoint()
+        return _refilled_after(anyio.lowlevel.checkpoint())
     return anyio.lowlevel.checkpoint()
 
 
