@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import TypeVar
 
 from ._core import check_strict
+from .channels._factory import subscript_calls_new
 from .channels._oneshot import OneshotState, Receiver, Sender
 
 T = TypeVar("T")
@@ -23,6 +24,7 @@ T = TypeVar("T")
 __all__ = ["Receiver", "Sender", "channel"]
 
 
+@subscript_calls_new
 class channel(tuple[Sender[T], Receiver[T]]):
     """Create a oneshot channel: ``(sender, receiver)``.
 

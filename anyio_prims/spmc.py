@@ -20,6 +20,7 @@ from typing import Generic, TypeVar
 from ._core import check_strict
 from .channels._endpoints import CloneableReceiver, open_channel
 from .channels._endpoints import Sender as _Sender
+from .channels._factory import subscript_calls_new
 from .channels._state import ChannelStatistics, check_capacity
 
 T = TypeVar("T")
@@ -45,6 +46,7 @@ class Receiver(CloneableReceiver[T_co], Generic[T_co]):
     __slots__ = ()
 
 
+@subscript_calls_new
 class channel(tuple[Sender[T], Receiver[T]]):
     """Create an spmc channel: ``(sender, receiver)``.
 

@@ -829,6 +829,43 @@ def test_channel_accepts_a_type_parameter() -> None:
     assert isinstance(mrx, mpmc.Receiver)
 
 
+@pytest.mark.parametrize(
+    ("args", "kwargs", "error", "argument"),
+    [
+        ((-1,), {}, ValueError, "capacity"),
+        ((1.5,), {}, ValueError, "capacity"),
+        (("3",), {}, TypeError, "capacity"),
+        ((1,), {"strict": 1}, TypeError, "strict"),
+    ],
+)
+def test_the_typed_form_rejects_what_the_untyped_form_rejects(
+    flavour: str, args: Any, kwargs: Any, error: type[Exception], argument: str
+) -> None:
+    with pytest.raises(error, match=argument) as untyped:
+        CHANNELS[flavour](*args, **kwargs)
+    with pytest.raises(error, match=f"^{untyped.value}$"):
+        CHANNELS[flavour][int](*args, **kwargs)
+
+
+async def test_the_typed_form_passes_strict_through(flavour: str) -> None:
+    tx, _rx = CHANNELS[flavour][int](5, strict=True)
+    with anyio.CancelScope() as scope:
+        scope.cancel()
+        await tx.send(1)  # a strict send checkpoints though it would not block
+    assert scope.cancelled_caught
+    assert tx.statistics() == ChannelStatistics(0, 5, 1, 1, 0, 0)
+
+
+@pytest.mark.parametrize("params", [(int, str), ()])
+def test_a_subscript_with_other_than_one_item_type_raises_type_error(
+    flavour: str, params: tuple[type, ...]
+) -> None:
+    factory = CHANNELS[flavour]
+    with pytest.raises(TypeError, match="one item type"):
+        factory[params]
+    assert factory[(int,)] is factory[int]  # a 1-tuple is one item type
+
+
 def test_repr_names_the_endpoint_and_its_state() -> None:
     tx, rx = mpmc.channel[int](2)
     assert "mpmc.Sender open buffered=0 capacity=2" in repr(tx)

@@ -370,9 +370,20 @@ def test_bad_max_buffer_size_raises_what_anyio_raises(size: Any) -> None:
         create_memory_object_stream(size)
 
 
-def test_item_type_is_deprecated_as_in_anyio() -> None:
-    with pytest.warns(DeprecationWarning, match="item_type"):
-        tx, rx = create_memory_object_stream[int](1, int)
+@pytest.mark.parametrize("size", [-1, 1.5])
+def test_the_typed_form_rejects_what_anyio_rejects(size: float) -> None:
+    with pytest.raises(ValueError, match="max_buffer_size") as theirs:
+        anyio.create_memory_object_stream[int](size)
+    with pytest.raises(ValueError, match=f"^{theirs.value}$"):
+        create_memory_object_stream[int](size)
+
+
+@pytest.mark.parametrize("typed", [False, True])
+def test_item_type_is_deprecated_as_in_anyio(typed: bool) -> None:
+    factory = create_memory_object_stream[int] if typed else create_memory_object_stream
+    with pytest.warns(DeprecationWarning, match="item_type") as caught:
+        tx, rx = factory(1, int)
+    assert caught[0].filename == __file__  # the warning names the caller's line
     tx.close()
     rx.close()
 

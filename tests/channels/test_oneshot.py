@@ -281,9 +281,26 @@ async def test_a_oneshot_makes_its_wait_slot_when_a_receive_first_waits() -> Non
     assert second.result == 2
 
 
-def test_non_bool_strict_raises_type_error_naming_strict() -> None:
+@pytest.mark.parametrize("typed", [False, True])
+def test_non_bool_strict_raises_type_error_naming_strict(typed: bool) -> None:
+    factory = oneshot.channel[int] if typed else oneshot.channel
     with pytest.raises(TypeError, match="strict"):
-        oneshot.channel(strict="yes")  # type: ignore[arg-type]
+        factory(strict="yes")  # type: ignore[arg-type]
+
+
+async def test_the_typed_form_passes_strict_through() -> None:
+    tx, rx = oneshot.channel[int](strict=True)
+    tx.send(1)
+    with anyio.CancelScope() as scope:
+        scope.cancel()
+        await rx.receive()  # a strict receive checkpoints though the item is there
+    assert scope.cancelled_caught
+    assert rx.receive_nowait() == 1
+
+
+def test_a_subscript_with_two_item_types_raises_type_error() -> None:
+    with pytest.raises(TypeError, match="one item type"):
+        oneshot.channel[int, str]  # type: ignore[misc]
 
 
 def test_repr_shows_the_state() -> None:
