@@ -375,6 +375,27 @@ class ReceiveEndpoint(_Endpoint, ObjectReceiveStream[T_co], Generic[T_co]):
             raise anyio.WouldBlock
         return item  # type: ignore[return-value]  # (no cast(): a call)
 
+    async def __anext__(self) -> T_co:
+        """``async for``: :meth:`receive`, until the stream ends.
+
+        Blocks, checkpoints and is cancelled as :meth:`receive`;
+        ``anyio.EndOfStream`` ends the iteration.
+        """
+        # receive()'s first return, inlined: an item is free and no
+        # checkpoint is due (the budget stays above 0 after this call's
+        # unit).  anyio's __anext__ awaits receive() always, a second
+        # coroutine per item: about 80 ns of 320 on CPython 3.11.
+        budget = BUDGET
+        if budget.left > 1 and not self._strict:
+            state = self._state
+            if len(state.buffer) > state.recv_floor and not self._closed:
+                budget.left -= 1
+                return state.buffer.popleft()
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
     def close(self) -> None:
         """Close this endpoint.  Idempotent; never blocks.
 

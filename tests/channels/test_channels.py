@@ -1053,8 +1053,9 @@ async def test_budgeted_sends_reach_a_checkpoint_within_the_budget(
     assert rx.statistics().items_buffered == sent
 
 
+@pytest.mark.parametrize("how", ["receive", "async_for"])
 async def test_budgeted_receives_reach_a_checkpoint_within_the_budget(
-    flavour: str,
+    flavour: str, how: str
 ) -> None:
     tx, rx = channel(flavour, math.inf)
     for i in range(BUDGET_SIZE):
@@ -1062,13 +1063,70 @@ async def test_budgeted_receives_reach_a_checkpoint_within_the_budget(
     got = []
     with anyio.CancelScope() as scope:
         scope.cancel()
-        for _ in range(BUDGET_SIZE):
-            got.append(await rx.receive())
+        if how == "receive":
+            for _ in range(BUDGET_SIZE):
+                got.append(await rx.receive())
+        else:
+            async for item in rx:
+                got.append(item)
     assert scope.cancelled_caught
     assert got == list(range(len(got)))
     assert len(got) < BUDGET_SIZE
     # The cancelled receive took nothing.
     assert rx.receive_nowait() == len(got)
+
+
+async def test_a_tight_async_for_lets_other_tasks_run(flavour: str) -> None:
+    tx, rx = channel(flavour, math.inf)
+    for i in range(4 * BUDGET_SIZE):
+        tx.send_nowait(i)
+    tx.close()  # the loop ends, rather than waits, if it never yields
+    ran = anyio.Event()
+    got = []
+
+    async def other() -> None:
+        ran.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(other)
+        async for item in rx:
+            got.append(item)
+            if ran.is_set():
+                break
+    # As for sends below: the other task runs by the second budget.
+    assert 0 < len(got) <= 2 * BUDGET_SIZE
+    assert got == list(range(len(got)))
+
+
+async def test_async_for_on_a_strict_channel_checkpoints_on_every_item(
+    flavour: str,
+) -> None:
+    tx, rx = channel(flavour, 5, strict=True)
+    await tx.send(1)
+    got = []
+    with anyio.CancelScope() as scope:
+        scope.cancel()
+        async for item in rx:
+            got.append(item)
+    assert scope.cancelled_caught
+    assert got == []
+    assert rx.receive_nowait() == 1
+
+
+async def test_async_for_on_a_closed_receiver_raises_closed_resource_error(
+    flavour: str,
+) -> None:
+    tx, rx = channel(flavour, 5)
+    # Another receiver keeps the channel's items (mpsc has none: closing its
+    # one receiver drops them).
+    other = rx.clone() if flavour in MANY_RECEIVERS else None
+    await tx.send(1)
+    rx.close()
+    with pytest.raises(anyio.ClosedResourceError):
+        async for _ in rx:
+            pass
+    if other is not None:
+        assert other.receive_nowait() == 1  # the closed endpoint took nothing
 
 
 async def test_a_tight_send_loop_lets_other_tasks_run(flavour: str) -> None:
