@@ -405,6 +405,32 @@ async def test_cancelled_queued_acquire_holds_nothing(source: str) -> None:
     await sem.acquire(2)  # the cancelled request left nothing behind
 
 
+@pytest.mark.parametrize("form", ["async_with", "hold"])
+async def test_cancelled_queued_async_with_never_enters_and_holds_nothing(
+    source: str, form: str
+) -> None:
+    sem = BatchSemaphore(0)
+    entered = False
+
+    async def block() -> None:
+        nonlocal entered
+        async with sem if form == "async_with" else sem.hold(2):
+            entered = True
+
+    async with anyio.create_task_group() as tg:
+        call = Call(block, source).start(tg)
+        await settle()
+        assert sem.statistics().tasks_waiting == 1
+        call.cancel()
+        await settle()
+    assert call.outcome == "cancelled"
+    assert not entered
+    assert sem.available_permits == 0
+    assert sem.statistics().tasks_waiting == 0
+    sem.release(2)
+    await sem.acquire(2)  # the cancelled block left nothing behind
+
+
 async def test_cancelling_a_large_head_waiter_lets_smaller_ones_in(source: str) -> None:
     sem = BatchSemaphore(2)
     async with anyio.create_task_group() as tg:

@@ -23,7 +23,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, NoReturn
@@ -320,10 +320,11 @@ class BatchSemaphore(CopiedWhole):
         check_count(n, "n")
         return Holding(self, n)
 
-    async def __aenter__(self) -> None:
+    def __aenter__(self) -> Awaitable[None]:
         """``async with sem:`` holds one permit for its block (as
         :meth:`acquire`: blocks, is a checkpoint and is cancelled alike)."""
-        await self.acquire()
+        # acquire()'s coroutine itself: no second coroutine per block.
+        return self.acquire()
 
     async def __aexit__(
         self,
@@ -350,8 +351,9 @@ class Holding:
         self._sem = sem
         self._n = n
 
-    async def __aenter__(self) -> None:
-        await self._sem.acquire(self._n)
+    def __aenter__(self) -> Awaitable[None]:
+        # As BatchSemaphore.__aenter__: acquire()'s coroutine itself.
+        return self._sem.acquire(self._n)
 
     async def __aexit__(
         self,
