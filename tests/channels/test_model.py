@@ -1,5 +1,6 @@
-"""Model test: random sends, receives, closes, clones and cancellations over
-several tasks, checked step by step against a model queue.
+"""Model test: random sends, receives (awaited, or a turn of ``async for``),
+closes, clones and cancellations over several tasks, checked step by step
+against a model queue.
 
 Each step starts one operation (in its own task when it may block) or acts
 from the test task, then waits until every task is blocked again, so the
@@ -159,6 +160,14 @@ def outcome_of(call: Call) -> tuple[str, Any] | None:
     return ("cancelled", None)
 
 
+async def first_item(receiver: Any) -> Any:
+    """The item one turn of ``async for`` yields; the end of the iteration
+    raises ``EndOfStream``, as ``receive()`` does, for the model."""
+    async for item in receiver:
+        return item
+    raise anyio.EndOfStream
+
+
 def nowait_outcome(operation: Any) -> tuple[str, Any]:
     try:
         return ("returned", operation())
@@ -175,6 +184,7 @@ STEPS = [
     "race_send",
     "clone_receiver",
     "receive_nowait",
+    "async_for",
     "send_nowait",
     "send_nowait_burst",
     "cancel",
@@ -225,10 +235,14 @@ class Game:
             self.model.finish(call, *expect)
         return True
 
-    def receive(self, pick: int) -> bool:
+    def receive(self, pick: int, through_async_for: bool = False) -> bool:
         ep = pick % len(self.receivers)
         expect = self.model.receive(ep)
-        call = Call(self.receivers[ep].receive, self.source)
+        receiver = self.receivers[ep]
+        operation = (
+            partial(first_item, receiver) if through_async_for else receiver.receive
+        )
+        call = Call(operation, self.source)
         self.calls.append(call.start(self.tg))
         if expect is None:
             parked = Pending(call, ep)
@@ -237,6 +251,10 @@ class Game:
         else:
             self.model.finish(call, *expect)
         return True
+
+    def async_for(self, pick: int) -> bool:
+        """A receive as one turn of ``async for`` (its own fast path)."""
+        return self.receive(pick, through_async_for=True)
 
     def send_nowait(self, pick: int) -> bool:
         ep = pick % len(self.senders)
