@@ -95,6 +95,12 @@ class Round:
                         await anyio.lowlevel.checkpoint()
                 elif pick < 0.35 and self.flavour != "memory":
                     mine.extend(await rx.receive_many(self.rnd.randint(1, 3)))
+                elif pick < 0.5:
+                    async for item in rx:  # one turn of async for
+                        mine.append(item)
+                        break
+                    else:
+                        return False  # the iteration ended: the end of the stream
                 else:
                     mine.append(await rx.receive())
         except anyio.EndOfStream:
