@@ -17,7 +17,7 @@ from typing import TypeVar
 
 from ._core import check_strict
 from .channels._factory import subscript_calls_new
-from .channels._oneshot import OneshotState, Receiver, Sender
+from .channels._oneshot import Receiver, Sender, open_oneshot
 
 T = TypeVar("T")
 
@@ -36,5 +36,4 @@ class channel(tuple[Sender[T], Receiver[T]]):
     def __new__(  # type: ignore[misc]
         cls, *, strict: bool = False
     ) -> tuple[Sender[T], Receiver[T]]:
-        state: OneshotState[T] = OneshotState(check_strict(strict))
-        return Sender(state), Receiver(state)
+        return open_oneshot(strict if strict is False else check_strict(strict))

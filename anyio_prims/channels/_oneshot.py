@@ -38,20 +38,25 @@ _CLOSED: Final = 2
 
 
 class OneshotState(Generic[T]):
-    """What a oneshot sender and receiver share.  Internal."""
+    """What a oneshot sender and receiver share.  Internal.
+
+    Made only by :func:`open_oneshot`, with its sender and receiver, in one
+    frame: the three classes have no ``__init__``.  The attributes below are
+    what it sets.
+    """
 
     __slots__ = ("granted", "item", "receiver_open", "sender_done", "slot", "strict")
 
-    def __init__(self, strict: bool) -> None:
-        self.item: T | _Nothing = NOTHING
-        self.strict = strict
-        self.sender_done = False
-        self.receiver_open = True
-        #: NOT_OPENED until a receive first waits (every read of it sees an
-        #: empty slot), then that receive's Slot.
-        self.slot: Slot[None] | Unopened = NOT_OPENED
-        #: the item was handed to the parked receiver, which has not resumed
-        self.granted = False
+    #: NOTHING until sent, and again once received
+    item: T | _Nothing
+    strict: bool
+    sender_done: bool
+    receiver_open: bool
+    #: NOT_OPENED until a receive first waits (every read of it sees an
+    #: empty slot), then that receive's Slot.
+    slot: Slot[None] | Unopened
+    #: the item was handed to the parked receiver, which has not resumed
+    granted: bool
 
     def give_back(self, item: T) -> None:
         # Granted, then cancelled before the task ran: the item was not
@@ -69,10 +74,9 @@ class Sender(NotCopied, Generic[T_contra]):
     """
 
     __slots__ = ("__weakref__", "_state", "_status")
-
-    def __init__(self, state: OneshotState[T_contra]) -> None:
-        self._state = state
-        self._status = _OPEN
+    _state: OneshotState[T_contra]
+    #: _OPEN, _SENT or _CLOSED
+    _status: int
 
     def send(self, item: T_contra) -> None:
         """Send the channel's one item.  Synchronous; never blocks.
@@ -160,11 +164,9 @@ class Receiver(NotCopied, ObjectReceiveStream[T_co], Generic[T_co]):
     """
 
     __slots__ = ("_closed", "_state", "_strict")
-
-    def __init__(self, state: OneshotState[T_co]) -> None:
-        self._state = state
-        self._strict = state.strict
-        self._closed = False
+    _state: OneshotState[T_co]
+    _strict: bool
+    _closed: bool
 
     async def receive(self) -> T_co:
         """Wait for the item and return it.
@@ -288,3 +290,31 @@ class Receiver(NotCopied, ObjectReceiveStream[T_co], Generic[T_co]):
         else:
             status = "waiting"
         return f"<{type(self).__module__}.{type(self).__qualname__} {status}>"
+
+
+_new = object.__new__
+
+
+def open_oneshot(strict: bool) -> tuple[Sender[Any], Receiver[Any]]:
+    """A new oneshot channel: its state, sender and receiver.
+
+    ``oneshot.channel()``'s one call; ``strict`` must be checked already.
+    The three objects are made here without ``__init__`` calls: a oneshot
+    is often made for one request's reply, and the calls cost about 180 ns
+    of an 850 ns create, send, receive and close on CPython 3.11.
+    """
+    state: OneshotState[Any] = _new(OneshotState)
+    state.item = NOTHING
+    state.strict = strict
+    state.sender_done = False
+    state.receiver_open = True
+    state.slot = NOT_OPENED
+    state.granted = False
+    sender: Sender[Any] = _new(Sender)
+    sender._state = state
+    sender._status = _OPEN
+    receiver: Receiver[Any] = _new(Receiver)
+    receiver._state = state
+    receiver._strict = strict
+    receiver._closed = False
+    return sender, receiver
