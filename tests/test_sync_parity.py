@@ -853,6 +853,31 @@ async def test_a_shallow_copy_shares_no_wait_queue_with_the_original() -> None:
     assert woken == ["copy"]
 
 
+async def test_events_never_waited_on_share_no_waiters() -> None:
+    # A fresh event and its copy (or a second fresh event) make their own
+    # queue at their first wait: setting one wakes only its own waiters.
+    async def wait_on(event: Event, name: str, woken: list[str]) -> None:
+        await event.wait()
+        woken.append(name)
+
+    first = Event()
+    for other in (copy.copy(first), Event()):
+        woken: list[str] = []
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(wait_on, other, "other", woken)
+            await settle()
+            tg.start_soon(wait_on, first, "first", woken)
+            await settle()
+            assert first.statistics().tasks_waiting == 1
+            assert other.statistics().tasks_waiting == 1
+            first.set()
+            await settle()
+            assert woken == ["first"]
+            other.set()
+        assert woken == ["first", "other"]
+        first = Event()
+
+
 async def test_a_primitive_with_parked_tasks_is_not_copied() -> None:
     sem = Semaphore(0)
     async with anyio.create_task_group() as tg:

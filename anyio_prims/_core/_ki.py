@@ -18,7 +18,8 @@
 # library's own files, and the code nested in them, once, when Trio is
 # first seen (the library never imports Trio itself: it is an optional
 # extra): at the package's import if Trio is imported already, else when a
-# WaitQueue or Slot is made (every primitive but a channel makes one) or
+# WaitQueue or Slot is made (every primitive but a channel and an Event
+# makes one when it is made; those make theirs at their first wait) or
 # an Executor block is entered with Trio imported, or at the first Trio
 # call of the core (a wait, a checkpoint, a task lookup).  Code of other
 # modules that the library's namespaces hold (a dataclass's ``__repr__``

@@ -3,7 +3,8 @@
 #
 # Event: a flag that goes from unset to set once.  set() grants every parked
 # waiter in one pass (drain); no per-wait anyio.Event is allocated, unlike
-# AnyIO's Condition.  Invariant: ``_flag`` implies the queue is empty (set()
+# AnyIO's Condition.  The queue is made by the first wait that parks (until
+# then the shared empty NOT_OPENED).  Invariant: ``_flag`` implies the queue is empty (set()
 # drains it, and wait() on a set event never parks).  wait() on a set event
 # is a checkpoint, as in AnyIO; on an unset one it parks, which is one.  A
 # waiter granted by set() and cancelled before it runs raises the
@@ -34,7 +35,9 @@ from typing import Any, TypeVar
 import anyio
 
 from .._core import (
+    NOT_OPENED,
     CopiedWhole,
+    Unopened,
     WaitQueue,
     checkpoint,
     checkpoint_if_cancelled,
@@ -60,7 +63,10 @@ class Event(CopiedWhole):
 
     def __init__(self) -> None:
         self._flag = False
-        self._waiters: WaitQueue[None] = WaitQueue()
+        # NOT_OPENED until a wait first parks: many events are set, or
+        # waited for only once set, and never need a queue (its making is
+        # about 60% of an Event()).
+        self._waiters: WaitQueue[None] | Unopened = NOT_OPENED
 
     def set(self) -> None:
         """Set the flag and wake every waiting task.  Idempotent.
@@ -88,7 +94,10 @@ class Event(CopiedWhole):
         if self._flag:
             await checkpoint()
             return
-        await self._waiters.park(None, _nothing_to_give_back)
+        waiters = self._waiters
+        if waiters is NOT_OPENED:
+            waiters = self._waiters = WaitQueue()
+        await waiters.park(None, _nothing_to_give_back)
 
     def statistics(self) -> anyio.EventStatistics:
         """A snapshot: ``tasks_waiting``."""
