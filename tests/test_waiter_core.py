@@ -176,6 +176,7 @@ async def test_the_unopened_stand_in_reads_empty_and_refuses_a_waiter() -> None:
     waiting: Waiting[int] = stand_in
     assert waiting.pop() is None
     assert waiting.grant_head(1) is None  # nobody to grant
+    assert stand_in.drain() == []  # as an Event reads it before its first wait
     before = WAITER_STATS.created
     with pytest.raises(RuntimeError, match="never opened"):
         stand_in.enqueue(1)

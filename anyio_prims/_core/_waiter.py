@@ -832,6 +832,10 @@ class Unopened(Parking[Any]):
         """Nobody is parked here: grants nothing, always ``None``."""
         return None
 
+    def drain(self) -> list[Waiter[Any]]:
+        """Nobody is parked here: always an empty list."""
+        return []
+
     def __reduce__(self) -> str:
         return "NOT_OPENED"  # copied and pickled as the one stand-in
 

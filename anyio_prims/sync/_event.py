@@ -4,12 +4,13 @@
 # Event: a flag that goes from unset to set once.  set() grants every parked
 # waiter in one pass (drain); no per-wait anyio.Event is allocated, unlike
 # AnyIO's Condition.  The queue is made by the first wait that parks (until
-# then the shared empty NOT_OPENED).  Invariant: ``_flag`` implies the queue is empty (set()
-# drains it, and wait() on a set event never parks).  wait() on a set event
-# is a checkpoint, as in AnyIO; on an unset one it parks, which is one.  A
-# waiter granted by set() and cancelled before it runs raises the
-# cancellation (the no-op ``give_back`` makes park() propagate it), as
-# AnyIO's asyncio Event does: nothing was consumed, the event stays set.
+# then the shared empty NOT_OPENED).  Invariant: ``_flag`` implies the queue
+# is empty (set() drains it, and wait() on a set event never parks).
+# wait() on a set event is a checkpoint, as in AnyIO; on an unset one it
+# parks, which is one.  A waiter granted by set() and cancelled before it
+# runs raises the cancellation (the no-op ``give_back`` makes park()
+# propagate it), as AnyIO's asyncio Event does: nothing was consumed, the
+# event stays set.
 #
 # Condition: a WaitQueue of notification waiters beside a Lock from _lock.py,
 # or beside an anyio.Lock (one not migrated yet), as anyio's Condition takes.
