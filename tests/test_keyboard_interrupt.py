@@ -543,36 +543,63 @@ signal.signal(signal.SIGINT, signal.default_int_handler)
 import anyio_prims
 assert "trio" not in sys.modules, "Trio must be imported after the library"
 import trio
-from anyio_prims import Executor
+from anyio_prims import BatchSemaphore, Executor, Semaphore
 sys.path.insert(0, sys.argv[1])
 from test_keyboard_interrupt import CtrlCAt
 
-async def main():
+async def checkpoints_after(watch):
+    assert watch.sent
+    try:
+        for _ in range(100):
+            await trio.sleep(0)
+    except KeyboardInterrupt:
+        print("interrupted at a checkpoint")
+
+async def spawn():
     async with Executor() as executor:
         with CtrlCAt(Executor.spawn, "self._queue.append(job)") as watch:
             try:
                 executor.spawn(trio.sleep, 0)
             except KeyboardInterrupt:
-                print("interrupted inside spawn")
+                print("interrupted inside the call")
                 return
-        assert watch.sent
+        await checkpoints_after(watch)
+
+async def acquire(sem, method, line):
+    with CtrlCAt(method, line) as watch:
         try:
-            for _ in range(100):
-                await trio.sleep(0)
+            await sem.acquire()  # budgeted: asks Trio for nothing
         except KeyboardInterrupt:
-            print("interrupted at a checkpoint")
+            print("interrupted inside the call")
+            return
+    await checkpoints_after(watch)
+
+async def main():
+    # The library's first call on Trio comes first in each.
+    if sys.argv[2] == "spawn":
+        await spawn()
+    elif sys.argv[2] == "BatchSemaphore":
+        await acquire(BatchSemaphore(1), BatchSemaphore.acquire, "self._value -= n")
+    else:
+        sem = Semaphore(1, fast_acquire=True)
+        await acquire(sem, Semaphore.acquire, "sem._value -= 1")
 
 trio.run(main)
 """
 
 
-def test_the_first_call_on_trio_is_protected_when_trio_came_after_the_library() -> None:
+@pytest.mark.parametrize("first_call", ["spawn", "BatchSemaphore", "Semaphore"])
+def test_the_first_call_on_trio_is_protected_when_trio_came_after_the_library(
+    first_call: str,
+) -> None:
     # Trio imported after anyio_prims (anyio.run(..., backend="trio") does
-    # so): the very first call, an Executor.spawn before any wait or
-    # checkpoint, is protected already.  A process of its own: the marking
-    # is done once per process.
+    # so): the very first call is protected already, though it asks Trio
+    # for nothing: an Executor.spawn before any wait or checkpoint, or a
+    # budgeted acquire of a semaphore just made (whose wait queue, made
+    # only when a task parks, does not mark the library's code).  A
+    # process of its own: the marking is done once per process.
     done = subprocess.run(
-        [sys.executable, "-c", FIRST_USE, os.path.dirname(__file__)],
+        [sys.executable, "-c", FIRST_USE, os.path.dirname(__file__), first_call],
         capture_output=True,
         text=True,
         timeout=30,

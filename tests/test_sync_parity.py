@@ -878,6 +878,116 @@ async def test_events_never_waited_on_share_no_waiters() -> None:
         first = Event()
 
 
+async def _acquire(prim: Any) -> None:
+    await prim.acquire()
+
+
+async def _release(prim: Any) -> None:
+    prim.release()
+
+
+async def _nothing(prim: Any) -> None:
+    pass
+
+
+async def _write(prim: RWLock) -> None:
+    await prim.acquire_write()
+
+
+async def _unwrite(prim: RWLock) -> None:
+    prim.release_write()
+
+
+async def _wait_notified(cond: Condition) -> None:
+    async with cond:
+        await cond.wait()
+
+
+async def _notify(cond: Condition) -> None:
+    async with cond:
+        cond.notify()
+
+
+#: kind -> (make a fresh one; make its next wait park, by the test task; the
+#: wait, by another task; what that task does once through; let one waiter
+#: through, by the test task)
+_Step = Callable[[Any], Awaitable[None]]
+_FRESH_WAITS: dict[str, tuple[Callable[[], Any], _Step, _Step, _Step, _Step]] = {
+    "Lock": (Lock, _acquire, _acquire, _release, _release),
+    "Lock-fast": (
+        partial(Lock, fast_acquire=True),
+        _acquire,
+        _acquire,
+        _release,
+        _release,
+    ),
+    "Semaphore": (partial(Semaphore, 1), _acquire, _acquire, _release, _release),
+    "CapacityLimiter": (
+        partial(CapacityLimiter, 1),
+        _acquire,
+        _acquire,
+        _release,
+        _release,
+    ),
+    "BatchSemaphore": (
+        partial(BatchSemaphore, 0),
+        _nothing,
+        _acquire,
+        _nothing,
+        _release,
+    ),
+    "BatchSemaphore-unfair": (
+        partial(BatchSemaphore, 0, fair=False),
+        _nothing,
+        _acquire,
+        _nothing,
+        _release,
+    ),
+    "RWLock": (RWLock, _write, _write, _unwrite, _unwrite),
+    "Condition": (Condition, _nothing, _wait_notified, _nothing, _notify),
+}
+
+
+def _tasks_waiting(prim: Any) -> int:
+    stats = prim.statistics()
+    if isinstance(prim, RWLock):
+        return int(stats.tasks_waiting_read + stats.tasks_waiting_write)
+    return int(stats.tasks_waiting)
+
+
+@pytest.mark.parametrize("kind", list(_FRESH_WAITS))
+async def test_primitives_never_waited_on_share_no_waiters(kind: str) -> None:
+    # Each primitive makes its wait queue when a task first parks on it
+    # (until then it holds a stand-in shared by all): a fresh one and its
+    # copy, or two fresh ones, each let in only their own waiters.
+    make, take, wait, leave, give = _FRESH_WAITS[kind]
+
+    async def wait_on(prim: Any, name: str, woken: list[str]) -> None:
+        await wait(prim)
+        woken.append(name)
+        await leave(prim)
+
+    first = make()
+    for other in (copy.copy(first), make()):
+        woken: list[str] = []
+        await take(first)
+        await take(other)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(wait_on, other, "other", woken)
+            await settle()
+            tg.start_soon(wait_on, first, "first", woken)
+            await settle()
+            assert _tasks_waiting(first) == 1
+            assert _tasks_waiting(other) == 1
+            await give(first)
+            await settle()
+            assert woken == ["first"]
+            assert _tasks_waiting(other) == 1
+            await give(other)
+        assert woken == ["first", "other"]
+        first = make()
+
+
 async def test_a_primitive_with_parked_tasks_is_not_copied() -> None:
     sem = Semaphore(0)
     async with anyio.create_task_group() as tg:

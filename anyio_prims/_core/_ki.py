@@ -15,22 +15,23 @@
 # call and a frame-locals write per call); there nothing is marked.
 #
 # What is marked: every function, method and property whose code is in the
-# library's own files, and the code nested in them, once, when Trio is
-# first seen (the library never imports Trio itself: it is an optional
-# extra): at the package's import if Trio is imported already, else when a
-# WaitQueue or Slot is made (every primitive but a channel and an Event
-# makes one when it is made; those make theirs at their first wait) or
-# an Executor block is entered with Trio imported, or at the first Trio
-# call of the core (a wait, a checkpoint, a task lookup).  Code of other
-# modules that the library's namespaces hold (a dataclass's ``__repr__``
-# wrapper, shared by every dataclass) is left alone.  Exception: the
-# functions tagged ``runs_user_code``, which make a call into user code
-# that may run for long, and nothing else (an executor's job, ``spawn_many``
-# iterating its argument, the map's input read, ``Condition.wait_for``'s
-# predicate), so that the library's own steps around the call stay
-# protected.  Those are marked *unprotected*, not left unmarked, so that
-# the walk stops there and the user code stays interruptible, as in a task
-# of its own; their nested code is left alone.
+# library's own files, and the code nested in them, once, when Trio is first
+# seen (the library never imports Trio itself: it is an optional extra): at
+# the package's import if Trio is imported already, else when a WaitQueue or
+# Slot is made (a primitive makes its own at its first wait, an Executor when
+# it is made), a BatchSemaphore is made (a budgeted acquire, its own or a
+# drop-in Semaphore's, may run 63 times without asking Trio for anything) or
+# an Executor block is entered with Trio imported, or at the first Trio call
+# of the core (a wait, a checkpoint, a task lookup).  Code of other modules
+# that the library's namespaces hold (a dataclass's ``__repr__`` wrapper,
+# shared by every dataclass) is left alone.  Exception: the functions tagged
+# ``runs_user_code``, which make a call into user code that may run for long,
+# and nothing else (an executor's job, ``spawn_many`` iterating its argument,
+# the map's input read, ``Condition.wait_for``'s predicate), so that the
+# library's own steps around the call stay protected.  Those are marked
+# *unprotected*, not left unmarked, so that the walk stops there and the user
+# code stays interruptible, as in a task of its own; their nested code is left
+# alone.
 #
 # Invariant: once ``protect_from_keyboard_interrupt`` has run, every code
 # object of a loaded anyio_prims module is marked, protected or (tagged)

@@ -91,7 +91,7 @@ import sys
 from asyncio import AbstractEventLoop, InvalidStateError, _get_running_loop
 from asyncio import current_task as _asyncio_current_task
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, Final, Generic, TypeVar
 
 import anyio
@@ -804,10 +804,11 @@ class Unopened(Parking[Any]):
     """The stand-in for a wait structure nobody has parked in yet.
 
     A primitive that is often made and dropped without ever blocking (a
-    channel) starts each side with :data:`NOT_OPENED` and makes its real
-    ``WaitQueue`` or ``Slot`` on the first park.  Every read sees an empty
-    structure (``parked`` falsy, ``bool()`` false, ``pop()`` None); parking
-    here is a bug in the primitive, and raises.
+    channel, a lock, an event) starts with :data:`NOT_OPENED` and makes its
+    real ``WaitQueue`` or ``Slot`` on the first park.  Every read sees an
+    empty structure (``parked`` falsy, ``bool()`` false, ``pop()`` and
+    ``peek()`` None, nothing to iterate, drain or take); parking here is a
+    bug in the primitive, and raises.
     """
 
     __slots__ = ("parked",)
@@ -824,9 +825,11 @@ class Unopened(Parking[Any]):
 
     has_live = __bool__  # nobody is parked here: always False
 
-    def pop(self) -> None:
+    def peek(self) -> None:
         """Nobody is parked here: always ``None``."""
         return None
+
+    pop = peek  # nobody is parked here: always None
 
     def grant_head(self, value: object) -> None:
         """Nobody is parked here: grants nothing, always ``None``."""
@@ -835,6 +838,16 @@ class Unopened(Parking[Any]):
     def drain(self) -> list[Waiter[Any]]:
         """Nobody is parked here: always an empty list."""
         return []
+
+    def take_where(self, fits: Callable[[Waiter[Any]], bool]) -> list[Waiter[Any]]:
+        """Nobody is parked here: takes nothing, always an empty list."""
+        return []
+
+    def __iter__(self) -> Iterator[Waiter[Any]]:
+        return iter(())
+
+    def _drop_head(self) -> None:  # pragma: no cover - guarded by ``parked``
+        raise RuntimeError("no waiter is ever parked on an unopened structure")
 
     def __reduce__(self) -> str:
         return "NOT_OPENED"  # copied and pickled as the one stand-in

@@ -162,7 +162,8 @@ class Condition(CopiedWhole):
                 "lock must be an anyio_prims Lock or an anyio.Lock, "
                 f"not {type(lock).__name__}"
             )
-        self._waiters: WaitQueue[None] = WaitQueue()
+        # NOT_OPENED until a wait first parks, as the Event's.
+        self._waiters: WaitQueue[None] | Unopened = NOT_OPENED
 
     def _check_acquired(self) -> None:
         if self._lock._owner is not current_task():
@@ -251,8 +252,11 @@ class Condition(CopiedWhole):
         await checkpoint_if_cancelled()
         self._check_acquired()
         self._lock.release()
+        waiters = self._waiters
+        if waiters is NOT_OPENED:
+            waiters = self._waiters = WaitQueue()
         try:
-            await self._waiters.park(None, self._pass_on)
+            await waiters.park(None, self._pass_on)
         except BaseException:
             interrupted = await self._reacquire()
             if isinstance(interrupted, KeyboardInterrupt):

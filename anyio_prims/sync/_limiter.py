@@ -37,7 +37,9 @@ from types import TracebackType
 import anyio
 
 from .._core import (
+    NOT_OPENED,
     CopiedWhole,
+    Unopened,
     WaitQueue,
     checkpoint,
     checkpoint_if_cancelled,
@@ -68,7 +70,8 @@ class CapacityLimiter(CopiedWhole):
     def __init__(self, total_tokens: float) -> None:
         self._total_tokens: float = 0
         self._borrowers: set[object] = set()
-        self._waiters: WaitQueue[object] = WaitQueue()
+        # NOT_OPENED until an acquire first parks (as BatchSemaphore's).
+        self._waiters: WaitQueue[object] | Unopened = NOT_OPENED
         self.total_tokens = total_tokens
 
     @property
@@ -175,7 +178,10 @@ class CapacityLimiter(CopiedWhole):
         # would be granted, and the acquire would return inside the
         # cancelled scope.
         await checkpoint_if_cancelled()
-        await self._waiters.park(borrower, self._give_back)
+        waiters = self._waiters
+        if waiters is NOT_OPENED:
+            waiters = self._waiters = WaitQueue()
+        await waiters.park(borrower, self._give_back)
 
     def acquire_nowait(self) -> None:
         """Borrow a token for the current task without blocking.

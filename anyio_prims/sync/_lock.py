@@ -12,7 +12,8 @@
 # coroutine frame: they test and update the semaphore's ``_value`` and
 # ``_waiters.parked`` inline, exactly as BatchSemaphore.acquire does, and the
 # contended path waits on its queue directly, as BatchSemaphore.acquire does:
-# ``enqueue`` and an await of the waiter, no ``park`` frame in between, and
+# ``enqueue`` (on the queue ``_open_waiters`` makes, if nobody has waited
+# yet) and an await of the waiter, no ``park`` frame in between, and
 # ``_leave_and_raise`` if that raises (a grant that met the cancellation goes to
 # the next waiter).  The semaphore is never closed, so no waiter is FAILED.
 #
@@ -58,6 +59,7 @@ from .._core import (
     BUDGET,
     BUDGET_SIZE,
     NO_TASKS,
+    NOT_OPENED,
     CopiedWhole,
     TaskMap,
     Waiter,
@@ -132,6 +134,8 @@ class Lock(CopiedWhole):
         # BatchSemaphore.acquire(1)'s wait, inlined (see the module comment);
         # the grant names this task the owner.
         waiters = sem._waiters
+        if waiters is NOT_OPENED:
+            waiters = sem._open_waiters()
         waiter = waiters.enqueue(1)
         waiter.task = task
         try:
@@ -318,6 +322,8 @@ class Semaphore(CopiedWhole):
             return
         # BatchSemaphore.acquire(1)'s wait, inlined (see the module comment).
         waiters = sem._waiters
+        if waiters is NOT_OPENED:
+            waiters = sem._open_waiters()
         waiter = waiters.enqueue(1)
         try:
             await waiter.wait
@@ -393,6 +399,8 @@ class Semaphore(CopiedWhole):
                     raise
             return self
         waiters = sem._waiters  # as in acquire()
+        if waiters is NOT_OPENED:
+            waiters = sem._open_waiters()
         waiter = waiters.enqueue(1)
         try:
             await waiter.wait

@@ -22,7 +22,8 @@
 # State:
 #   _readers  set of tasks holding the lock for reading
 #   _writer   the task holding it for writing, or None
-#   _waiters  WaitQueue of parked acquirers; payload (task, writing)
+#   _waiters  WaitQueue of parked acquirers; payload (task, writing); the
+#             shared empty NOT_OPENED until an acquire first parks
 #
 # Invariants:
 #   * _writer is None or not _readers (a writer holds alone);
@@ -61,8 +62,10 @@ import anyio
 from .._core import (
     BUDGET,
     NO_TASKS,
+    NOT_OPENED,
     CopiedWhole,
     TaskMap,
+    Unopened,
     WaitQueue,
     budget_checkpoint,
     check_strict,
@@ -132,7 +135,7 @@ class RWLock(CopiedWhole):
         self._task_key: object = None
         self._readers: set[object] = set()
         self._writer: object | None = None
-        self._waiters: WaitQueue[tuple[object, bool]] = WaitQueue()
+        self._waiters: WaitQueue[tuple[object, bool]] | Unopened = NOT_OPENED
 
     def __getstate__(self) -> tuple[None, dict[str, object]]:
         # copy and pickle, as Lock's: the owner lookup starts unbound again,
@@ -206,7 +209,7 @@ class RWLock(CopiedWhole):
             self._readers.add(task)
             return
         try:
-            await self._waiters.park((task, False), self._give_back)
+            await self._opened_waiters().park((task, False), self._give_back)
         except BaseException:
             self._grant_waiters()
             raise
@@ -279,7 +282,7 @@ class RWLock(CopiedWhole):
             self._writer = task
             return
         try:
-            await self._waiters.park((task, True), self._give_back)
+            await self._opened_waiters().park((task, True), self._give_back)
         except BaseException:
             self._grant_waiters()
             raise
@@ -328,6 +331,13 @@ class RWLock(CopiedWhole):
             raise RuntimeError(
                 "RWLock is not reentrant: the current task holds it for reading"
             )
+
+    def _opened_waiters(self) -> WaitQueue[tuple[object, bool]]:
+        # The queue, made by the first acquire to park.
+        waiters = self._waiters
+        if isinstance(waiters, Unopened):
+            waiters = self._waiters = WaitQueue()
+        return waiters
 
     def _grant_waiters(self) -> None:
         # Admit from the head while it can be admitted: a run of readers
