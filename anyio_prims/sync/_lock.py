@@ -16,6 +16,7 @@
 # yet) and an await of the waiter, no ``park`` frame in between, and
 # ``_leave_and_raise`` if that raises (a grant that met the cancellation goes to
 # the next waiter).  The semaphore is never closed, so no waiter is FAILED.
+# It is made by ``fair_semaphore``, without BatchSemaphore.__init__'s checks.
 #
 # Checkpoints: strict by default, as AnyIO: every acquire() is a checkpoint.
 # One that can proceed takes the lock (or unit) first and then reaches its
@@ -69,7 +70,7 @@ from .._core import (
     task_finder,
     task_info,
 )
-from ._batch_semaphore import BatchSemaphore
+from ._batch_semaphore import fair_semaphore
 
 
 class Lock(CopiedWhole):
@@ -91,7 +92,7 @@ class Lock(CopiedWhole):
         self._owner: object | None = None
         self._tasks: TaskMap = NO_TASKS
         self._task_key: object = None
-        self._sem = BatchSemaphore(1)
+        self._sem = fair_semaphore(1)
 
     async def acquire(self) -> None:
         """Acquire the lock, blocking until it is free.
@@ -297,7 +298,7 @@ class Semaphore(CopiedWhole):
                 )
         self._max_value = max_value
         self._strict = not fast_acquire
-        self._sem = BatchSemaphore(int(initial_value))
+        self._sem = fair_semaphore(int(initial_value))
 
     async def acquire(self) -> None:
         """Decrement the value, blocking while it is 0 or other tasks wait.
