@@ -32,7 +32,14 @@ nox.options.sessions = [
 BACKENDS = ["asyncio", "uvloop", "trio"]
 WAITERS = ["native", "generic"]
 VERSIONS = ["3.10", "3.11", "3.12", "3.13"]
-TEST_DEPS = ["pytest>=8", "hypothesis>=6.100"]
+TEST_DEPS = ["pytest>=8", "hypothesis>=6.100", "pytest-timeout>=2.1"]
+#: pytest as the test sessions run it.  A test that deadlocks (the failure
+#: a concurrency primitive's bug produces) stops the session after two
+#: minutes with every thread's stack printed, instead of holding CI until
+#: its limit; the slowest test takes well under a second.  ``thread``: the
+#: timer does not depend on the event loop, which a deadlock may have
+#: stopped.
+PYTEST = ["pytest", "--timeout=120", "--timeout-method=thread"]
 
 
 def _expose_interpreter(version: str) -> None:
@@ -72,7 +79,7 @@ def tests(session: nox.Session, backend: str, waiter: str) -> None:
     """The whole suite on one backend, with the native or the generic waiter."""
     _install(session)
     env = {"ANYIO_PRIMS_BACKENDS": backend, "ANYIO_PRIMS_WAITER": waiter}
-    session.run("pytest", *session.posargs, env=env)
+    session.run(*PYTEST, *session.posargs, env=env)
 
 
 @nox.session(python=VERSIONS)
@@ -80,9 +87,7 @@ def tests_versions(session: nox.Session) -> None:
     """The whole suite, every backend, on each interpreter that is present."""
     _install(session)
     for waiter in WAITERS:
-        session.run(
-            "pytest", "-q", *session.posargs, env={"ANYIO_PRIMS_WAITER": waiter}
-        )
+        session.run(*PYTEST, "-q", *session.posargs, env={"ANYIO_PRIMS_WAITER": waiter})
 
 
 def _floor_pins() -> list[str]:
@@ -108,9 +113,7 @@ def tests_floor(session: nox.Session) -> None:
     session.install("-e", ".[trio,uvloop]", *TEST_DEPS, *pins)
     session.run("python", "-m", "pip", "list")
     for waiter in WAITERS:
-        session.run(
-            "pytest", "-q", *session.posargs, env={"ANYIO_PRIMS_WAITER": waiter}
-        )
+        session.run(*PYTEST, "-q", *session.posargs, env={"ANYIO_PRIMS_WAITER": waiter})
 
 
 @nox.session
