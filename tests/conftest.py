@@ -13,6 +13,11 @@ from typing import Any
 
 import pytest
 
+from ._waiter_count import install
+
+# Before any test runs (see _waiter_count.py).
+install()
+
 _ALL_BACKENDS: dict[str, Any] = {
     "asyncio": pytest.param(("asyncio", {}), id="asyncio"),
     "uvloop": pytest.param(("asyncio", {"use_uvloop": True}), id="uvloop"),

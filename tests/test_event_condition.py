@@ -13,7 +13,6 @@ from typing import Any
 import anyio
 import pytest
 
-from anyio_prims._core import WAITER_STATS
 from anyio_prims.sync._event import Condition, Event
 from anyio_prims.sync._lock import Lock
 
@@ -25,6 +24,7 @@ from ._sync_support import (
     skip_if_unsupported,
     start_in_order,
 )
+from ._waiter_count import WAITER_STATS
 
 pytestmark = pytest.mark.anyio
 

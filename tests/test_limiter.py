@@ -12,7 +12,6 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from anyio_prims._core import WAITER_STATS
 from anyio_prims.sync._limiter import CapacityLimiter
 
 from ._sync_support import (
@@ -25,6 +24,7 @@ from ._sync_support import (
     start_in_order,
     task_id,
 )
+from ._waiter_count import WAITER_STATS
 
 pytestmark = pytest.mark.anyio
 

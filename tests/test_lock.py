@@ -11,7 +11,7 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from anyio_prims._core import BUDGET, BUDGET_SIZE, WAITER_STATS
+from anyio_prims._core import BUDGET, BUDGET_SIZE
 from anyio_prims.sync._lock import Lock
 
 from ._sync_support import (
@@ -24,6 +24,7 @@ from ._sync_support import (
     task_id,
 )
 from ._tasks import run_on_every_backend_in_turn
+from ._waiter_count import WAITER_STATS
 
 pytestmark = pytest.mark.anyio
 

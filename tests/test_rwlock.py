@@ -22,10 +22,11 @@ from anyio.abc import TaskGroup
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from anyio_prims._core import BUDGET, BUDGET_SIZE, WAITER_STATS
+from anyio_prims._core import BUDGET, BUDGET_SIZE
 from anyio_prims.sync._rwlock import RWLock, RWLockStatistics
 
 from ._tasks import run_on_every_backend_in_turn
+from ._waiter_count import WAITER_STATS
 
 pytestmark = pytest.mark.anyio
 

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from anyio_prims._core import BUDGET, BUDGET_SIZE, WAITER_STATS
+from anyio_prims._core import BUDGET, BUDGET_SIZE
 from anyio_prims.sync._lock import Semaphore
 
 from ._sync_support import (
@@ -24,6 +24,7 @@ from ._sync_support import (
     skip_if_unsupported,
     start_in_order,
 )
+from ._waiter_count import WAITER_STATS
 
 pytestmark = pytest.mark.anyio
 

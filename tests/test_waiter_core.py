@@ -21,11 +21,12 @@ import pytest
 
 import anyio_prims._core as core
 from anyio_prims import BatchSemaphore
-from anyio_prims._core import WAITER_STATS, Slot, WaitQueue
+from anyio_prims._core import Slot, WaitQueue
 from anyio_prims._core._waiter import ABANDONED, GRANTED, AsyncioWaiter, Waiter
 from anyio_prims.channels._state import Waiting
 
 from ._tasks import run_on_every_backend_in_turn
+from ._waiter_count import WAITER_STATS
 
 pytestmark = pytest.mark.anyio
 
@@ -815,6 +816,26 @@ async def test_blocking_acquire_creates_a_waiter() -> None:
         await settle()
         assert WAITER_STATS.created == before + 1
         sem.release()
+
+
+async def test_every_wait_counts_one_waiter_made_or_recycled() -> None:
+    # The count the fast-path tests read (tests/_waiter_count.py): a park on
+    # a WaitQueue or a Slot adds one, also when it reuses the waiter of the
+    # park before.
+    structures: list[WaitQueue[Any] | Slot[Any]] = [WaitQueue(), Slot()]
+    for structure in structures:
+        for _ in range(2):
+            results: dict[object, object] = {}
+            before = WAITER_STATS.created
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(park_into, structure, "p", results)
+                await settle()
+                assert WAITER_STATS.created == before + 1
+                waiter = structure.pop()
+                assert waiter is not None
+                waiter.grant("granted")
+            assert results == {"p": "granted"}
+            assert WAITER_STATS.created == before + 1
 
 
 async def test_running_backend_names_the_waiter_in_use(anyio_backend_name: str) -> None:

@@ -119,17 +119,6 @@ FAILED: Final = 2
 ABANDONED: Final = 3
 
 
-class WaiterStats:
-    """How many waits took a waiter, made or recycled (fast paths take none)."""
-
-    __slots__ = ("created",)
-
-    def __init__(self) -> None:
-        self.created = 0
-
-
-WAITER_STATS: Final = WaiterStats()
-
 # trio.lowlevel's reschedule, current_task and wait_task_rescheduled, bound
 # by the first TrioWaiter made (Trio is an optional extra): the Trio hot
 # paths call them without trio_lowlevel()'s call.  Every Trio waiter ever
@@ -359,7 +348,6 @@ class Parking(Generic[P]):
         be awaited at once: on Trio and with the generic waiter it is a
         coroutine, made here.
         """
-        WAITER_STATS.created += 1
         if not FORCE_GENERIC:
             loop = _get_running_loop()  # _backend.asyncio_loop() written out
             if loop is not None and (
@@ -522,7 +510,6 @@ class WaitQueue(Parking[P]):
             # A task of the loop the last waiter here was made for is
             # running, so it is the caller (no primitive is shared between
             # threads): skip the dispatch.  See the module comment.
-            WAITER_STATS.created += 1
             waiter = self._spare
             if waiter is not None and type(waiter) is AsyncioWaiter:
                 self._spare = None  # a recycled waiter: ``value`` is None
@@ -542,7 +529,6 @@ class WaitQueue(Parking[P]):
             # on, and no asyncio task runs (one would be the caller: an
             # asyncio loop run inside a Trio task), so the Trio task is the
             # caller: skip the dispatch, as above.
-            WAITER_STATS.created += 1
             waiter = self._spare
             if waiter is not None and type(waiter) is TrioWaiter:
                 self._spare = None  # a recycled waiter: ``value`` is None
@@ -719,7 +705,6 @@ class Slot(Parking[P]):
         # 40 ns) to every wait.
         loop = self._loop
         if loop is not None and loop in _tasks_by_loop:
-            WAITER_STATS.created += 1
             waiter = self._spare
             if waiter is not None and type(waiter) is AsyncioWaiter:
                 self._spare = None  # a recycled waiter: ``value`` is None
@@ -735,7 +720,6 @@ class Slot(Parking[P]):
             and (task := tasks.get("task")) is not None
             and not _tasks_by_loop
         ):
-            WAITER_STATS.created += 1
             waiter = self._spare
             if waiter is not None and type(waiter) is TrioWaiter:
                 self._spare = None

@@ -32,12 +32,12 @@ from anyio_prims._core import (
     BUDGET_SIZE,
     FORCE_GENERIC,
     NOT_OPENED,
-    WAITER_STATS,
     Slot,
     WaitQueue,
 )
 from anyio_prims.channels import ChannelStatistics, Receiver, Sender
 
+from .._waiter_count import WAITER_STATS
 from ._support import (
     CHANNELS,
     MANY_RECEIVERS,

@@ -14,9 +14,9 @@ import anyio.lowlevel
 import pytest
 
 from anyio_prims import mpsc, oneshot, spmc
-from anyio_prims._core import WAITER_STATS
 from anyio_prims.streams import create_memory_object_stream
 
+from .._waiter_count import WAITER_STATS
 from ._support import (
     CHANNELS,
     MANY_RECEIVERS,

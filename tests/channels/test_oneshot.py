@@ -15,8 +15,9 @@ import anyio.lowlevel
 import pytest
 
 from anyio_prims import oneshot
-from anyio_prims._core import BUDGET_SIZE, NOT_OPENED, WAITER_STATS, Slot
+from anyio_prims._core import BUDGET_SIZE, NOT_OPENED, Slot
 
+from .._waiter_count import WAITER_STATS
 from ._support import GIVE_BACK_SOURCES, SOURCES, Call, settle, source_param
 
 pytestmark = pytest.mark.anyio

@@ -12,10 +12,11 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from anyio_prims._core import BUDGET, BUDGET_SIZE, WAITER_STATS
+from anyio_prims._core import BUDGET, BUDGET_SIZE
 from anyio_prims.executor import Executor, JobCancelled, JoinHandle
 
 from .._tasks import settle
+from .._waiter_count import WAITER_STATS
 
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import (  # type: ignore[import-not-found,unused-ignore]
