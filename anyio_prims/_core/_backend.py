@@ -424,12 +424,35 @@ def rearm_cancellation(
     task.cancel(message)
 
 
+#: AnyIO's asyncio backend's ``checkpoint_if_cancelled``, bound on first use
+#: (what ``anyio.lowlevel.checkpoint_if_cancelled`` calls on asyncio, without
+#: finding the backend first: about 430 ns instead of 770 on CPython 3.11).
+_asyncio_checkpoint_if_cancelled: Any = None
+
+
 def checkpoint_if_cancelled() -> Awaitable[None]:
     """A cancellation point that is a schedule point only when cancelled.
 
     Await the result at once (the backend's own, as :func:`checkpoint`).
     """
-    if not FORCE_GENERIC and asyncio_loop() is None and "trio" in sys.modules:
-        return trio_lowlevel().checkpoint_if_cancelled()  # type: ignore[no-any-return]
+    global _asyncio_checkpoint_if_cancelled
+    if not FORCE_GENERIC:
+        loop = _get_running_loop()  # asyncio_loop() written out
+        if loop is not None and (
+            loop in _tasks_by_loop or _asyncio_current_task(loop) is not None
+        ):
+            if _asyncio_checkpoint_if_cancelled is None:
+                # AnyIO's backend module, as task_info() reads it; the public
+                # function is the fallback.
+                try:
+                    from anyio._backends._asyncio import AsyncIOBackend
+
+                    found = AsyncIOBackend.checkpoint_if_cancelled
+                except (ImportError, AttributeError):  # pragma: no cover
+                    found = anyio.lowlevel.checkpoint_if_cancelled
+                _asyncio_checkpoint_if_cancelled = found
+            return _asyncio_checkpoint_if_cancelled()  # type: ignore[no-any-return]
+        if "trio" in sys.modules:
+            return trio_lowlevel().checkpoint_if_cancelled()  # type: ignore[no-any-return]
     protect_if_trio_imported()
     return anyio.lowlevel.checkpoint_if_cancelled()
