@@ -273,6 +273,30 @@ async def test_wait_releases_the_lock_until_notified(
     assert held_after_wait
 
 
+async def test_set_wakes_event_waiters_in_arrival_order(
+    anyio_backend_name: str,
+) -> None:
+    # Woken in the order they began to wait (Trio's own Event, under
+    # AnyIO's there, keeps no order).  Trio runs a batch of woken tasks in
+    # an order of its own (backwards half the time; shuffled once
+    # hypothesis is imported), so there only all of them must run.
+    event = Event()
+    order: list[int] = []
+
+    async def wait(i: int) -> None:
+        await event.wait()
+        order.append(i)
+
+    async with anyio.create_task_group() as tg:
+        await start_in_order(tg, *(partial(wait, i) for i in range(6)))
+        event.set()
+    arrival = list(range(6))
+    if anyio_backend_name == "trio":
+        assert sorted(order) == arrival
+    else:
+        assert order == arrival
+
+
 async def test_notify_wakes_waiters_in_arrival_order(
     new_condition: NewCondition,
 ) -> None:
