@@ -26,8 +26,9 @@ Left out, each for a reason:
 
 * cancellation, where the drop-ins differ from AnyIO on purpose
   (docs/migrate-anyio.md lists how; those differences have tests of their
-  own), except a send or receive in a scope cancelled before the call,
-  where they do not;
+  own), except where they do not: an ``Event.wait()`` cancelled by
+  another task, and a send or receive in a scope cancelled before the
+  call;
 * for the streams, which receiver got which item: a receive made while a
   woken receiver has not run yet takes the oldest item here and the next
   one in AnyIO (documented).  The items received are compared as a
@@ -112,6 +113,7 @@ SYNC_OPS = [
     "stats",
     "event_wait",
     "event_set",
+    "cancel_event_waits",
     "condition_wait",
     "condition_notify",
     "set_total_tokens",
@@ -187,6 +189,7 @@ async def run_sync_program(
     else:
         prim = ns.CapacityLimiter(tokens)
     event, condition = ns.Event(), ns.Condition()
+    event_wait_scopes: dict[int, list[anyio.CancelScope]] = {}
     names: dict[int, int] = {}
     trace: Trace = []
 
@@ -219,7 +222,14 @@ async def run_sync_program(
         elif op == "stats":
             return snapshot()
         elif op == "event_wait":
-            await event.wait()
+            # In a scope that "cancel_event_waits" with the same arg cancels.
+            with anyio.CancelScope() as scope:
+                event_wait_scopes.setdefault(arg, []).append(scope)
+                await event.wait()
+            return scope.cancelled_caught
+        elif op == "cancel_event_waits":
+            for scope in event_wait_scopes.pop(arg, []):
+                scope.cancel()
         elif op == "event_set":
             event.set()
         elif op in ("condition_wait", "condition_notify"):
