@@ -103,13 +103,15 @@ async def cancelled_acquire_beside_a_release(
     acquire: Callable[[], Awaitable[object]],
     taken: Callable[[], bool],
     release: Callable[[], object],
-) -> bool:
+) -> tuple[bool, bool]:
     """Call ``acquire()`` in a scope cancelled before the call, while another
-    task waits until ``taken()`` (the unit taken for the acquire's
-    checkpoint) and then calls ``release()``.  Returns the scope's
-    ``cancelled_caught``; an exception of the acquire propagates."""
+    task polls ``taken()`` (the unit taken for the acquire's checkpoint)
+    until the acquire is over, and calls ``release()`` if it sees the unit
+    taken.  Returns the scope's ``cancelled_caught`` and whether the other
+    task released; an exception of the acquire or the release propagates."""
     go = anyio.Event()
     caught: list[bool] = []
+    released: list[bool] = []
 
     async def acquirer() -> None:
         await go.wait()
@@ -120,13 +122,16 @@ async def cancelled_acquire_beside_a_release(
 
     async def releaser() -> None:
         await go.wait()
-        while not taken():
+        while not caught:
+            if taken():
+                release()
+                released.append(True)
+                return
             await anyio.lowlevel.checkpoint()
-        release()
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(acquirer)
         tg.start_soon(releaser)
         await anyio.wait_all_tasks_blocked()
         go.set()
-    return caught == [True]
+    return caught == [True], released == [True]

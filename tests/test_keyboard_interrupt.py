@@ -582,7 +582,7 @@ async def main():
         await acquire(BatchSemaphore(1), BatchSemaphore.acquire, "self._value -= n")
     else:
         sem = Semaphore(1, fast_acquire=True)
-        await acquire(sem, Semaphore.acquire, "sem._value -= 1")
+        await acquire(sem, Semaphore.acquire, "budget.left -= 1")
 
 trio.run(main)
 """

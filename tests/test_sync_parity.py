@@ -352,11 +352,14 @@ def _acquirable(ns: SimpleNamespace, kind: str) -> object:
     return ns.CapacityLimiter(1)
 
 
-async def acquire_taken_before_checkpoint(
-    kind: str, ns: SimpleNamespace, t: Tracer
+async def acquire_beside_a_peek(
+    cancelled: bool, kind: str, ns: SimpleNamespace, t: Tracer
 ) -> None:
-    # A task woken just before another's uncontended acquire runs during
-    # that acquire's checkpoint: it finds the primitive already taken.
+    # A task woken just before another's uncontended acquire runs while that
+    # acquire yields, and tries to take the primitive.  It finds it taken:
+    # the acquire takes, then reaches its checkpoint.  But in a scope
+    # cancelled before the call, AnyIO's acquire checks for cancellation
+    # before it takes: the task finds the primitive free.
     prim: Any = _acquirable(ns, kind)
     woken = anyio.Event()
 
@@ -365,9 +368,9 @@ async def acquire_taken_before_checkpoint(
         try:
             prim.acquire_nowait()
         except anyio.WouldBlock:
-            t.add("during the checkpoint", "taken")
+            t.add("during the acquire", "taken")
         else:
-            t.add("during the checkpoint", "free")
+            t.add("during the acquire", "free")
             await anyio.lowlevel.checkpoint()
             prim.release()
 
@@ -375,9 +378,13 @@ async def acquire_taken_before_checkpoint(
         tg.start_soon(peek)
         await settle()
         woken.set()
-        await prim.acquire()
-        await settle()
-        prim.release()
+        with anyio.CancelScope() as scope:
+            if cancelled:
+                scope.cancel()
+            await prim.acquire()
+            await settle()
+            prim.release()
+        t.add("cancelled", scope.cancelled_caught)
     t.call("free again", prim.acquire_nowait)
 
 
@@ -386,18 +393,76 @@ async def test_an_uncontended_acquire_takes_before_its_checkpoint_as_anyio(
     kind: str, anyio_backend_name: str
 ) -> None:
     await assert_same_trace(
-        partial(acquire_taken_before_checkpoint, kind), anyio_backend_name
+        partial(acquire_beside_a_peek, False, kind), anyio_backend_name
     )
+
+
+async def acquire_cancelled_during_its_checkpoint(
+    kind: str, ns: SimpleNamespace, t: Tracer
+) -> None:
+    # Trio only: a Trio instrument cancels the scope right after the step
+    # in which this task reaches the checkpoint of its uncontended acquire,
+    # so the cancellation lands there, before the task resumes.  AnyIO's
+    # checkpoint there is shielded: the acquire returns holding the
+    # primitive, and the next checkpoint raises.
+    import trio
+    import trio.lowlevel
+
+    prim: Any = _acquirable(ns, kind)
+    me = trio.lowlevel.current_task()
+    steps: list[object] = []
+
+    class CancelAfterThisStep(trio.abc.Instrument):
+        def after_task_step(self, task: trio.lowlevel.Task) -> None:
+            if task is me and not steps:
+                steps.append(task)
+                scope.cancel()
+
+    held = False
+    instrument = CancelAfterThisStep()
+    with anyio.CancelScope() as scope:
+        trio.lowlevel.add_instrument(instrument)
+        try:
+            await prim.acquire()
+            held = True
+            t.add("acquired")
+            await anyio.lowlevel.checkpoint()
+        finally:
+            trio.lowlevel.remove_instrument(instrument)
+            if held:
+                prim.release()
+    t.add("cancelled", scope.cancelled_caught, "held", held)
+    t.call("free again", prim.acquire_nowait)
+
+
+@pytest.mark.parametrize(
+    "scenario",
+    [partial(acquire_beside_a_peek, True), acquire_cancelled_during_its_checkpoint],
+    ids=["cancelled_before_the_call", "cancelled_at_the_checkpoint"],
+)
+@pytest.mark.parametrize("kind", ["Lock", "Semaphore", "CapacityLimiter"])
+async def test_a_cancelled_uncontended_acquire_matches_anyio_on_trio(
+    scenario: Callable[[str, SimpleNamespace, Tracer], Awaitable[None]],
+    kind: str,
+    anyio_backend_name: str,
+) -> None:
+    # On asyncio the drop-ins take before they check, and their checkpoint
+    # there is not shielded (docs/migrate-anyio.md; the test below and
+    # test_semaphore.py, test_limiter.py cover what they do instead).
+    if anyio_backend_name != "trio":
+        pytest.skip("a documented difference off Trio")
+    await assert_same_trace(partial(scenario, kind), anyio_backend_name)
 
 
 @pytest.mark.parametrize("kind", ["Lock", "Semaphore", "CapacityLimiter"])
 async def test_an_acquire_cancelled_at_its_checkpoint_gives_back_what_it_took(
     kind: str,
 ) -> None:
-    # Ours only.  The acquire takes the primitive, then its checkpoint
-    # raises (the scope is cancelled): it must give it back, to the task
-    # that queued on it meanwhile (on asyncio that task runs during the
-    # checkpoint; Trio runs the two in either order), and hold nothing.
+    # Ours only.  Off Trio the acquire takes the primitive, then its
+    # checkpoint raises (the scope is cancelled): it must give it back, to
+    # the task that queued on it meanwhile (on asyncio that task runs during
+    # the checkpoint), and hold nothing.  On Trio it raises before it takes,
+    # and the other task gets the primitive all the same.
     prim: Any = _acquirable(OURS, kind)
     woken = anyio.Event()
     got: list[str] = []

@@ -14,6 +14,7 @@ from ._backend import (
     current_task,
     on_trio,
     running_backend,
+    take_checkpoints,
     task_finder,
     task_info,
 )
@@ -62,6 +63,7 @@ __all__ = [
     "protect_if_trio_imported",
     "running_backend",
     "runs_user_code",
+    "take_checkpoints",
     "task_finder",
     "task_info",
 ]

@@ -13,8 +13,9 @@
 # forces the generic waiter and the generic checkpoints everywhere; it is
 # read once, at import.
 #
-# Everything here is a slow path or a 1-in-64 path.  Fast paths in the
-# primitives never call into this module.
+# Everything here is a slow path, a 1-in-64 path or the checkpoint of a
+# strict call, which yields anyway.  Budgeted fast paths in the primitives
+# never call into this module.
 from __future__ import annotations
 
 import asyncio
@@ -141,6 +142,62 @@ def checkpoint() -> Awaitable[None]:
     if BUDGET.left <= 0:  # as on Trio
         return _refilled_after(anyio.lowlevel.checkpoint())
     return anyio.lowlevel.checkpoint()
+
+
+#: What :func:`take_checkpoints` returns on Trio, bound on first use.
+_trio_take_checkpoints: tuple[Any, Any] | None = None
+
+
+def take_checkpoints() -> tuple[Any, Any]:
+    """The checkpoints of a drop-in's uncontended strict acquire: ``(check,
+    after)``, two functions returning awaitables, or ``check`` ``None``.
+
+    The caller awaits ``check()`` (if not ``None``) before it takes the
+    lock, unit or token, and ``after()`` once it has taken it, giving it
+    back if that await raises.  ``check()`` raises the task's pending
+    cancellation, and returns only without yielding: the take that follows
+    still sees what the caller tested.
+
+    AnyIO's ``Lock``, ``Semaphore`` and ``CapacityLimiter`` check for
+    cancellation, take, then yield with the cancellation shielded: a
+    cancellation delivered during that yield is raised at the task's next
+    checkpoint, and the acquire returns holding what it took.  On Trio,
+    whose own primitives AnyIO's are there, that is Trio's
+    ``checkpoint_if_cancelled`` and ``cancel_shielded_checkpoint``, which
+    together cost about what Trio's ``checkpoint()`` does; those are
+    returned (AnyIO's public ones under the generic waiter, which are
+    Trio's there).  Elsewhere ``check`` is ``None`` and ``after`` a plain
+    checkpoint: on asyncio AnyIO's shielded yield enters a cancel scope
+    (over 1 us on CPython 3.11), so the drop-ins take, yield unshielded and
+    give back if the yield raises (docs/migrate-anyio.md).
+    """
+    global _trio_take_checkpoints
+    if not FORCE_GENERIC:
+        loop = _get_running_loop()  # asyncio_loop() written out
+        if loop is not None and (
+            loop in _tasks_by_loop or _asyncio_current_task(loop) is not None
+        ):
+            return _ASYNCIO_TAKE_CHECKPOINTS
+        if "trio" in sys.modules:
+            if _trio_take_checkpoints is None:
+                lowlevel = trio_lowlevel()
+                _trio_take_checkpoints = (
+                    lowlevel.checkpoint_if_cancelled,
+                    lowlevel.cancel_shielded_checkpoint,
+                )
+            return _trio_take_checkpoints
+    elif asyncio_loop() is None and "trio" in sys.modules:
+        protect_if_trio_imported()
+        return _GENERIC_TRIO_TAKE_CHECKPOINTS
+    return _OTHER_TAKE_CHECKPOINTS
+
+
+_ASYNCIO_TAKE_CHECKPOINTS: Final = (None, _asyncio_yield)
+_GENERIC_TRIO_TAKE_CHECKPOINTS: Final = (
+    anyio.lowlevel.checkpoint_if_cancelled,
+    anyio.lowlevel.cancel_shielded_checkpoint,
+)
+_OTHER_TAKE_CHECKPOINTS: Final = (None, checkpoint)
 
 
 def current_task() -> object:

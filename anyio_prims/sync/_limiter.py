@@ -5,9 +5,11 @@
 # rules, statistics class, exception types and messages as AnyIO 4, and
 # creatable outside a running event loop.  Every acquire is a checkpoint
 # (strict), as in AnyIO, and in AnyIO's order: one that can proceed borrows
-# the token first and then reaches its checkpoint, giving the token back if
-# cancelled there; one that must wait parks at once (parking is the
-# checkpoint).
+# the token first and then reaches its checkpoint (``take_checkpoints()``'s,
+# as in Lock: on Trio a cancellation test before the take and a shielded
+# yield after it; elsewhere a plain checkpoint, which gives the token back
+# if cancelled there); one that must wait tests for cancellation, as AnyIO
+# does, and parks (parking is the checkpoint).
 #
 # Why not a BatchSemaphore underneath, as Lock and Semaphore have: a limiter
 # must record the *borrower* at the moment it grants a token, before the
@@ -41,9 +43,9 @@ from .._core import (
     CopiedWhole,
     Unopened,
     WaitQueue,
-    checkpoint,
     checkpoint_if_cancelled,
     current_task,
+    take_checkpoints,
 )
 
 _ALREADY_HOLDING = (
@@ -117,7 +119,10 @@ class CapacityLimiter(CopiedWhole):
 
         Blocks while no token is free or other tasks wait (FIFO).  Always a
         checkpoint.  If cancelled, the call holds nothing: a token handed to
-        it meanwhile goes to the next waiter, or back to the pool.
+        it meanwhile goes to the next waiter, or back to the pool.  On Trio,
+        as AnyIO's, a cancellation that arrives while a call that could
+        borrow at once is at its checkpoint is raised at the next checkpoint
+        instead, and the call returns holding the token.
 
         :raises RuntimeError: if the current task already holds a token
         """
@@ -129,9 +134,12 @@ class CapacityLimiter(CopiedWhole):
             and borrower not in borrowers
         ):
             # acquire_on_behalf_of(), written out: no extra coroutine frame.
+            check, after = take_checkpoints()
+            if check is not None:
+                await check()
             borrowers.add(borrower)
             try:
-                await checkpoint()
+                await after()
             except BaseException:
                 self._give_back(borrower)
                 raise
@@ -151,12 +159,17 @@ class CapacityLimiter(CopiedWhole):
             and not self._waiters.parked
             and borrower not in borrowers
         ):
-            # Taken, then the checkpoint (AnyIO's order): the tasks that run
-            # meanwhile see the token borrowed.  Cancelled there, it is
-            # given back (to whoever queued meanwhile) and nothing is held.
+            # AnyIO's order (see the module comment): on Trio a cancellation
+            # test first, which returns only without yielding; taken; then
+            # the checkpoint, so the tasks that run meanwhile see the token
+            # borrowed.  Cancelled there (not on Trio, where that yield is
+            # shielded), it is given back (to whoever queued meanwhile).
+            check, after = take_checkpoints()
+            if check is not None:
+                await check()
             borrowers.add(borrower)
             try:
-                await checkpoint()
+                await after()
             except BaseException:
                 self._give_back(borrower)
                 raise

@@ -20,12 +20,17 @@
 #
 # Checkpoints: strict by default, as AnyIO: every acquire() is a checkpoint.
 # One that can proceed takes the lock (or unit) first and then reaches its
-# checkpoint, in AnyIO's order, so the tasks that run meanwhile see it taken;
-# a cancellation delivered there gives it back (``release()``, which hands
-# it to whoever queued meanwhile) and propagates, so a cancelled acquire
-# holds nothing (AnyIO's yield there is shielded, and the cancellation lands
-# at the next checkpoint instead).  One that must wait parks at once, and
-# parking is the checkpoint, as in AnyIO.  ``fast_acquire=True`` selects the
+# checkpoint, in AnyIO's order, so the tasks that run meanwhile see it taken.
+# The checkpoints are ``take_checkpoints()``'s.  On Trio they are AnyIO's
+# (Trio's): a cancellation test before the take, which returns only without
+# yielding, and a shielded yield after it.  Elsewhere there is no test, and
+# the yield is a plain checkpoint: a cancellation delivered there gives the
+# lock back (``release()``, which hands it to whoever queued meanwhile) and
+# propagates, so a cancelled acquire holds nothing (AnyIO's yield is
+# shielded, and the cancellation lands at the next checkpoint instead).
+# One that must wait parks at once, and parking is the checkpoint, as in
+# AnyIO (on Trio, AnyIO's tests for cancellation first; see
+# docs/migrate-anyio.md).  ``fast_acquire=True`` selects the
 # budgeted mode: a checkpoint at least once every 64 calls instead of AnyIO's
 # per-call cancellation check (a deliberate deviation, see docs/semantics.md).
 #
@@ -67,6 +72,7 @@ from .._core import (
     budget_checkpoint,
     checkpoint_if_cancelled,
     on_trio,
+    take_checkpoints,
     task_finder,
     task_info,
 )
@@ -101,7 +107,10 @@ class Lock(CopiedWhole):
         checkpoint on every call (with ``fast_acquire=True``: when it blocks,
         and otherwise at least once every 64 calls).  If cancelled, the call
         holds nothing: a lock handed to it meanwhile goes to the next waiter,
-        or becomes free.
+        or becomes free.  On Trio, as AnyIO's, a cancellation that arrives
+        while a call that could take the lock at once is at its checkpoint
+        is raised at the next checkpoint instead, and the call returns
+        holding the lock.
 
         :raises RuntimeError: if the current task already holds the lock
         """
@@ -110,14 +119,27 @@ class Lock(CopiedWhole):
         if task is None:
             task, self._tasks, self._task_key = task_finder()
         if sem._value > 0 and not sem._waiters.parked:
+            if self._strict:
+                # AnyIO's order (see the module comment): on Trio a
+                # cancellation test first; taken; then the checkpoint.  A
+                # call that must wait parks below instead, and parking is
+                # the checkpoint (as in AnyIO).
+                check, after = take_checkpoints()
+                if check is not None:
+                    await check()  # returns only without yielding
+                sem._value = 0
+                self._owner = task
+                try:
+                    await after()
+                except BaseException:
+                    self.release()
+                    raise
+                return
             sem._value = 0
             self._owner = task
             budget = BUDGET
             budget.left -= 1
-            if budget.left <= 0 or self._strict:
-                # Taken, then the checkpoint (AnyIO's order; see the module
-                # comment).  A call that must wait parks below instead, and
-                # parking is the checkpoint (as in AnyIO).
+            if budget.left <= 0:
                 try:
                     await budget_checkpoint()
                 except BaseException:
@@ -306,15 +328,29 @@ class Semaphore(CopiedWhole):
         A checkpoint on every call (with ``fast_acquire=True``: when it
         blocks, and otherwise at least once every 64 calls).  If cancelled,
         the call holds nothing: a unit handed to it meanwhile goes to the
-        next waiter, or back to the value.
+        next waiter, or back to the value.  On Trio, as AnyIO's, a
+        cancellation that arrives while a call that could take a unit at
+        once is at its checkpoint is raised at the next checkpoint instead,
+        and the call returns holding the unit.
         """
         sem = self._sem
         if sem._value > 0 and not sem._waiters.parked:
+            if self._strict:
+                # As in Lock.acquire.
+                check, after = take_checkpoints()
+                if check is not None:
+                    await check()
+                sem._value -= 1
+                try:
+                    await after()
+                except BaseException:
+                    self._give_back_unit()
+                    raise
+                return
             sem._value -= 1
             budget = BUDGET
             budget.left -= 1
-            if budget.left <= 0 or self._strict:
-                # Taken, then the checkpoint, as in Lock.acquire.
+            if budget.left <= 0:
                 try:
                     await budget_checkpoint()
                 except BaseException:
@@ -389,10 +425,21 @@ class Semaphore(CopiedWhole):
         # acquire() inlined: ``async with sem:`` costs no extra frame.
         sem = self._sem
         if sem._value > 0 and not sem._waiters.parked:
+            if self._strict:
+                check, after = take_checkpoints()
+                if check is not None:
+                    await check()
+                sem._value -= 1
+                try:
+                    await after()
+                except BaseException:
+                    self._give_back_unit()
+                    raise
+                return self
             sem._value -= 1
             budget = BUDGET
             budget.left -= 1
-            if budget.left <= 0 or self._strict:
+            if budget.left <= 0:
                 try:
                     await budget_checkpoint()
                 except BaseException:
