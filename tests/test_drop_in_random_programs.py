@@ -29,9 +29,8 @@ Left out, each for a reason:
   own), except where they do not: an ``Event.wait()`` cancelled by
   another task, a send or receive in a scope cancelled before the call,
   and on Trio with the native waiter, acquires and condition waits
-  cancelled by another task (a test of their own).  An acquire in a
-  scope cancelled before the call is left out on Trio too: when it must
-  wait, ours raises a schedule point sooner (documented);
+  cancelled by another task, and acquires in a scope cancelled before
+  the call (a test of their own);
 * for the streams, which receiver got which item: a receive made while a
   woken receiver has not run yet takes the oldest item here and the next
   one in AnyIO (documented).  The items received are compared as a
@@ -124,13 +123,14 @@ SYNC_OPS = [
     "borrow_nowait",
     "borrow_release",
 ]
-#: On Trio with the native waiter, calls cancelled in flight too (see
+#: On Trio with the native waiter, cancelled calls too (see
 #: test_the_sync_drop_ins_trace_random_cancellations_as_anyio_on_trio).
-SYNC_OPS_CANCELLED_IN_FLIGHT = [
+SYNC_OPS_WITH_CANCELLATION = [
     *SYNC_OPS,
     "scoped_acquire",
     "scoped_acquire",
     "cancel_scoped_calls",
+    "cancelled_acquire",
 ]
 STREAM_OPS = [
     "send",
@@ -252,6 +252,12 @@ async def run_sync_program(
                 await prim.acquire()
                 held[0] += 1
             return scope.cancelled_caught
+        elif op == "cancelled_acquire":
+            with anyio.CancelScope() as scope:
+                scope.cancel()
+                await prim.acquire()
+                held[0] += 1
+            return scope.cancelled_caught
         elif op == "cancel_scoped_calls":
             for scope in call_scopes.pop(arg, []):
                 scope.cancel()
@@ -310,7 +316,7 @@ def test_the_sync_drop_ins_trace_random_programs_as_anyio(
 @given(
     kind=st.sampled_from(["Lock", "Semaphore", "CapacityLimiter"]),
     tokens=st.integers(0, 2),
-    program=programs(SYNC_OPS_CANCELLED_IN_FLIGHT),
+    program=programs(SYNC_OPS_WITH_CANCELLATION),
 )
 def test_the_sync_drop_ins_trace_random_cancellations_as_anyio_on_trio(
     backend: tuple[str, dict[str, Any]] | None,
@@ -318,11 +324,13 @@ def test_the_sync_drop_ins_trace_random_cancellations_as_anyio_on_trio(
     tokens: int,
     program: list[list[Op]],
 ) -> None:
-    # On Trio an uncontended acquire checks for cancellation, takes, then
-    # yields shielded, as AnyIO's (Trio's own) does: acquires, condition
-    # waits and the condition's lock, cancelled by another task while they
-    # wait or at their checkpoint, trace as AnyIO's.  Not on asyncio, where
-    # the drop-ins' checkpoint is not shielded (docs/migrate-anyio.md), nor
+    # On Trio an acquire checks for cancellation before it takes or parks,
+    # and an uncontended one yields shielded after the take, as AnyIO's
+    # (Trio's own) does: acquires, condition waits and the condition's
+    # lock, cancelled by another task while they wait or at their
+    # checkpoint, and acquires in a scope cancelled before the call, trace
+    # as AnyIO's.  Not on asyncio, where the drop-ins take before they
+    # check and their checkpoint is not shielded (docs/migrate-anyio.md), nor
     # with the generic waiter, whose cancelled waiters count in statistics()
     # until their task runs and which wakes them a schedule point later.
     if backend is None:

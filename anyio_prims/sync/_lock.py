@@ -28,9 +28,9 @@
 # lock back (``release()``, which hands it to whoever queued meanwhile) and
 # propagates, so a cancelled acquire holds nothing (AnyIO's yield is
 # shielded, and the cancellation lands at the next checkpoint instead).
-# One that must wait parks at once, and parking is the checkpoint, as in
-# AnyIO (on Trio, AnyIO's tests for cancellation first; see
-# docs/migrate-anyio.md).  ``fast_acquire=True`` selects the
+# One that must wait parks, and parking is the checkpoint, as in AnyIO; on
+# Trio it makes the same cancellation test first, as AnyIO's (Trio's) does.
+# ``fast_acquire=True`` selects the
 # budgeted mode: a checkpoint at least once every 64 calls instead of AnyIO's
 # per-call cancellation check (a deliberate deviation, see docs/semantics.md).
 #
@@ -159,6 +159,13 @@ class Lock(CopiedWhole):
         waiters = sem._waiters
         if waiters is NOT_OPENED:
             waiters = sem._open_waiters()
+        if self._strict and waiters._loop is None:
+            # Not parked on by an asyncio task last (``Parking._loop``): on
+            # Trio, AnyIO's (Trio's) acquire checks for cancellation before
+            # it parks, and raises it a schedule point later than a park.
+            check = take_checkpoints()[0]
+            if check is not None:
+                await check()  # returns only without yielding
         waiter = waiters.enqueue(1)
         waiter.task = task
         try:
@@ -361,6 +368,10 @@ class Semaphore(CopiedWhole):
         waiters = sem._waiters
         if waiters is NOT_OPENED:
             waiters = sem._open_waiters()
+        if self._strict and waiters._loop is None:  # as in Lock.acquire()
+            check = take_checkpoints()[0]
+            if check is not None:
+                await check()
         waiter = waiters.enqueue(1)
         try:
             await waiter.wait
@@ -449,6 +460,10 @@ class Semaphore(CopiedWhole):
         waiters = sem._waiters  # as in acquire()
         if waiters is NOT_OPENED:
             waiters = sem._open_waiters()
+        if self._strict and waiters._loop is None:  # as in Lock.acquire()
+            check = take_checkpoints()[0]
+            if check is not None:
+                await check()
         waiter = waiters.enqueue(1)
         try:
             await waiter.wait
