@@ -16,6 +16,7 @@ Trio's own wording through (``Lock.release``), so there only the types are.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import gc
 import math
@@ -341,7 +342,7 @@ async def test_semaphore_matches_anyio(
     await assert_same_trace(scenario, anyio_backend_name)
 
 
-# The order of an uncontended acquire (Lock, Semaphore, CapacityLimiter)
+# The order of an acquire's checkpoints (Lock, Semaphore, CapacityLimiter)
 
 
 def _acquirable(ns: SimpleNamespace, kind: str) -> object:
@@ -397,58 +398,104 @@ async def test_an_uncontended_acquire_takes_before_its_checkpoint_as_anyio(
     )
 
 
-async def acquire_cancelled_during_its_checkpoint(
-    kind: str, ns: SimpleNamespace, t: Tracer
-) -> None:
-    # Trio only: a Trio instrument cancels the scope right after the step
-    # in which this task reaches the checkpoint of its uncontended acquire,
-    # so the cancellation lands there, before the task resumes.  AnyIO's
-    # checkpoint there is shielded: the acquire returns holding the
-    # primitive, and the next checkpoint raises.
+@contextlib.contextmanager
+def steps_of_this_task(after_first: Callable[[], object] = lambda: None) -> Any:
+    """Trio only: count the steps the current task runs in the block (a
+    Trio instrument), calling ``after_first()`` right after the first one
+    ends, before any other task runs.  Yields the list of those steps."""
     import trio
     import trio.lowlevel
 
-    prim: Any = _acquirable(ns, kind)
     me = trio.lowlevel.current_task()
     steps: list[object] = []
 
-    class CancelAfterThisStep(trio.abc.Instrument):
+    class Steps(trio.abc.Instrument):
         def after_task_step(self, task: trio.lowlevel.Task) -> None:
-            if task is me and not steps:
+            if task is me:
                 steps.append(task)
-                scope.cancel()
+                if len(steps) == 1:
+                    after_first()
 
+    instrument = Steps()
+    trio.lowlevel.add_instrument(instrument)
+    try:
+        yield steps
+    finally:
+        trio.lowlevel.remove_instrument(instrument)
+
+
+async def acquire_cancelled_during_its_checkpoint(
+    kind: str, ns: SimpleNamespace, t: Tracer
+) -> None:
+    # The scope is cancelled right after the step in which this task
+    # reaches the checkpoint of its uncontended acquire, so the
+    # cancellation lands there, before the task resumes.  AnyIO's
+    # checkpoint there is shielded: the acquire returns holding the
+    # primitive, and the next checkpoint raises.
+    prim: Any = _acquirable(ns, kind)
     held = False
-    instrument = CancelAfterThisStep()
-    with anyio.CancelScope() as scope:
-        trio.lowlevel.add_instrument(instrument)
+    with anyio.CancelScope() as scope, steps_of_this_task(scope.cancel):
         try:
             await prim.acquire()
             held = True
             t.add("acquired")
             await anyio.lowlevel.checkpoint()
         finally:
-            trio.lowlevel.remove_instrument(instrument)
             if held:
                 prim.release()
     t.add("cancelled", scope.cancelled_caught, "held", held)
     t.call("free again", prim.acquire_nowait)
 
 
+async def acquire_that_must_wait_in_a_cancelled_scope(
+    kind: str, ns: SimpleNamespace, t: Tracer
+) -> None:
+    # Another task holds the primitive.  AnyIO's acquire (Trio's) checks
+    # for cancellation before it parks: its task raises after two steps
+    # (Trio's checkpoint), not after one (a park Trio cancels at once).
+    prim: Any = _acquirable(ns, kind)
+    release = anyio.Event()
+
+    async def holder() -> None:
+        await prim.acquire()
+        await release.wait()
+        prim.release()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(holder)
+        await settle()
+        with anyio.CancelScope() as scope, steps_of_this_task() as steps:
+            scope.cancel()
+            await prim.acquire()
+        t.add("cancelled", scope.cancelled_caught, "after steps", len(steps))
+        t.add("waiting", prim.statistics().tasks_waiting)
+        release.set()
+    t.call("free again", prim.acquire_nowait)
+
+
 @pytest.mark.parametrize(
     "scenario",
-    [partial(acquire_beside_a_peek, True), acquire_cancelled_during_its_checkpoint],
-    ids=["cancelled_before_the_call", "cancelled_at_the_checkpoint"],
+    [
+        partial(acquire_beside_a_peek, True),
+        acquire_cancelled_during_its_checkpoint,
+        acquire_that_must_wait_in_a_cancelled_scope,
+    ],
+    ids=[
+        "cancelled_before_the_call",
+        "cancelled_at_the_checkpoint",
+        "must_wait_cancelled_before_the_call",
+    ],
 )
 @pytest.mark.parametrize("kind", ["Lock", "Semaphore", "CapacityLimiter"])
-async def test_a_cancelled_uncontended_acquire_matches_anyio_on_trio(
+async def test_a_cancelled_acquire_matches_anyio_on_trio(
     scenario: Callable[[str, SimpleNamespace, Tracer], Awaitable[None]],
     kind: str,
     anyio_backend_name: str,
 ) -> None:
-    # On asyncio the drop-ins take before they check, and their checkpoint
-    # there is not shielded (docs/migrate-anyio.md; the test below and
-    # test_semaphore.py, test_limiter.py cover what they do instead).
+    # On asyncio the drop-ins take before they check, their checkpoint
+    # there is not shielded, and AnyIO's Lock and Semaphore park without a
+    # check (docs/migrate-anyio.md; the test below and test_semaphore.py,
+    # test_limiter.py cover what the drop-ins do there instead).
     if anyio_backend_name != "trio":
         pytest.skip("a documented difference off Trio")
     await assert_same_trace(partial(scenario, kind), anyio_backend_name)
