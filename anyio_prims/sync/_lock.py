@@ -30,9 +30,9 @@
 # shielded, and the cancellation lands at the next checkpoint instead).
 # One that must wait parks, and parking is the checkpoint, as in AnyIO; on
 # Trio it makes the same cancellation test first, as AnyIO's (Trio's) does.
-# ``fast_acquire=True`` selects the
-# budgeted mode: a checkpoint at least once every 64 calls instead of AnyIO's
-# per-call cancellation check (a deliberate deviation, see docs/semantics.md).
+# ``fast_acquire=True`` selects the budgeted mode: a checkpoint at least once
+# every 64 calls instead of AnyIO's per-call cancellation check (a
+# deliberate deviation, see docs/semantics.md).
 #
 # Lock invariants:
 #   _sem._value == 1  iff  nobody holds the lock and nobody has been handed it;
