@@ -199,7 +199,7 @@ async def run_sync_program(
     elif kind == "Semaphore":
         prim = ns.Semaphore(tokens)
     else:
-        prim = ns.CapacityLimiter(tokens)
+        prim = ns.CapacityLimiter(max(tokens, 1))
     event, condition = ns.Event(), ns.Condition()
     event_wait_scopes: dict[int, list[anyio.CancelScope]] = {}
     call_scopes: dict[int, list[anyio.CancelScope]] = {}
@@ -304,8 +304,6 @@ async def run_sync_program(
 def test_the_sync_drop_ins_trace_random_programs_as_anyio(
     backend: tuple[str, dict[str, Any]], kind: str, tokens: int, program: list[list[Op]]
 ) -> None:
-    if kind == "CapacityLimiter":
-        tokens = max(tokens, 1)
     run_both(backend, run_sync_program, (ANYIO, OURS), kind, tokens, program)
 
 
@@ -337,8 +335,6 @@ def test_the_sync_drop_ins_trace_random_cancellations_as_anyio_on_trio(
         pytest.skip("Trio is not among the selected backends")
     if FORCE_GENERIC:
         pytest.skip("the generic waiter settles a cancelled wait later")
-    if kind == "CapacityLimiter":
-        tokens = max(tokens, 1)
     run_both(backend, run_sync_program, (ANYIO, OURS), kind, tokens, program)
 
 
