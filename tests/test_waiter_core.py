@@ -886,6 +886,72 @@ def test_a_wait_structure_moved_between_event_loops_parks_on_the_running_one() -
     assert kinds == expected
 
 
+class _OwnFuture(asyncio.Future[Any]):
+    """The future class of a loop that makes its own."""
+
+
+class _OwnFutureLoop(asyncio.SelectorEventLoop):
+    """A loop whose ``create_future`` is its own, as the asyncio docs allow."""
+
+    def create_future(self) -> asyncio.Future[Any]:
+        return _OwnFuture(loop=self)
+
+
+def test_a_loop_with_its_own_create_future_gets_its_futures_for_every_wait() -> None:
+    # The waiter core makes its stock futures with asyncio.Future() where
+    # that is faster (3.12 on); a loop that defines create_future must still
+    # get its own futures, on the slow path's first wait and on the later
+    # ones that skip the dispatch.
+    if core.FORCE_GENERIC:
+        pytest.skip("the generic waiter sleeps on an anyio.Event, not on a future")
+    queue: WaitQueue[str] = WaitQueue()
+    slot: Slot[str] = Slot()
+    kinds: list[type[object]] = []
+
+    def check(waiter: Waiter[str]) -> None:
+        assert isinstance(waiter, AsyncioWaiter)
+        assert waiter._fut.get_loop() is asyncio.get_running_loop()
+        kinds.append(type(waiter._fut))
+
+    async def main() -> None:
+        for structure in (queue, slot, queue, slot):
+            await park_one_and_grant(structure, check)
+
+    own = _OwnFutureLoop()
+    try:
+        own.run_until_complete(main())
+    finally:
+        own.close()
+    asyncio.run(main())  # the same structures, on a stock loop next
+    assert kinds == [_OwnFuture] * 4 + [asyncio.Future] * 4
+
+
+def test_future_factory_constructs_futures_only_where_it_is_faster() -> None:
+    # asyncio.Future() finds the running loop cheaply from CPython 3.12 on;
+    # before, and for a loop with its own create_future, the loop's method.
+    from anyio_prims._core._backend import future_factory
+
+    loops: list[asyncio.AbstractEventLoop] = [asyncio.new_event_loop()]
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvloop is in the test extras
+        pass
+    else:
+        loops.append(uvloop.new_event_loop())
+    own = _OwnFutureLoop()
+    try:
+        for loop in loops:
+            made = future_factory(loop)
+            if sys.version_info >= (3, 12):
+                assert made is asyncio.Future
+            else:
+                assert made == loop.create_future
+        assert future_factory(own) == own.create_future
+    finally:
+        for loop in [*loops, own]:
+            loop.close()
+
+
 def test_an_asyncio_loop_run_inside_a_trio_task_parks_its_tasks_on_asyncio() -> None:
     # A queue or slot last used by Trio skips the dispatch while a Trio task
     # runs on its thread; an asyncio loop run synchronously inside that Trio
