@@ -22,6 +22,7 @@ import functools
 import importlib
 import inspect
 import math
+import sys
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
@@ -377,6 +378,21 @@ def channel_impls() -> list[ChannelImpl]:
 MINIMAL_CHANNEL = ChannelImpl("bare", NO_CHECKPOINT, MinimalChan)
 
 
+def future_maker() -> Callable[[], asyncio.Future[Any]]:
+    """The cheaper way to make a future of the running (stock) loop here.
+
+    ``asyncio.Future()`` from CPython 3.12, where it finds the running loop
+    in the thread state and a ``loop=`` argument costs more; the loop's
+    ``create_future`` on 3.10 and 3.11, which make a ``getpid()`` call to
+    find the running loop.  anyio-prims makes its futures the same way
+    (``_core._backend.future_factory``); the limits use this so that they
+    stay limits.
+    """
+    if sys.version_info >= (3, 12):
+        return asyncio.Future
+    return asyncio.get_running_loop().create_future
+
+
 class FutureChan(Chan):
     """A minimal parking channel on asyncio: a deque and at most one parked
     receiver, woken through a loop future.  Unbounded; no cancellation
@@ -387,7 +403,7 @@ class FutureChan(Chan):
     def __init__(self, capacity: float = math.inf) -> None:
         self._items: deque[Any] = deque()
         self._getter: asyncio.Future[Any] | None = None
-        self._create_future = asyncio.get_running_loop().create_future
+        self._create_future = future_maker()
         self.send, self.receive = self._send, self._receive
 
     async def _send(self, item: Any) -> None:
@@ -557,7 +573,7 @@ class FutureLock:
     def __init__(self) -> None:
         self._locked = False
         self._waiters: deque[asyncio.Future[None]] = deque()
-        self._create_future = asyncio.get_running_loop().create_future
+        self._create_future = future_maker()
 
     async def acquire(self) -> None:
         if not self._locked:
