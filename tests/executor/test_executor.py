@@ -12,7 +12,7 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from anyio_prims._core import BUDGET, BUDGET_SIZE
+from anyio_prims._core import BUDGET, BUDGET_SIZE, NOT_OPENED, Slot, WaitQueue
 from anyio_prims.executor import Executor, JobCancelled, JoinHandle
 
 from .._tasks import settle
@@ -852,6 +852,49 @@ async def test_executor_cannot_be_entered_twice() -> None:
         pass
     with pytest.raises(RuntimeError, match="once"):
         await ex.__aenter__()
+
+
+async def test_a_block_that_runs_no_job_makes_no_wait_structure() -> None:
+    # The idle workers' queue, the exit's slot and (without max_queued) the
+    # submitters' queue are made only where a task may wait on them.
+    async with Executor() as ex:
+        assert ex.statistics().idle_workers == 0
+    for structure in (ex._idle, ex._exit, ex._submitters):
+        assert structure is NOT_OPENED
+    bounded = Executor(max_queued=1)
+    assert type(bounded._submitters) is WaitQueue
+
+
+async def test_the_first_worker_and_a_waiting_exit_make_their_own_structures() -> None:
+    release = anyio.Event()
+
+    async def wait_for_release() -> None:
+        await release.wait()
+
+    first, second = Executor(), Executor()
+    async with anyio.create_task_group() as tg:
+
+        async def run(ex: Executor) -> None:
+            async with ex:
+                await ex.spawn(double, 1)  # its worker then idles...
+                ex.spawn(wait_for_release)  # ...and takes this one, which
+                # the exit then waits for
+
+        tg.start_soon(run, first)
+        tg.start_soon(run, second)
+        await settle()
+        for ex in (first, second):
+            assert type(ex._idle) is WaitQueue
+            assert type(ex._exit) is Slot
+        assert first._idle is not second._idle
+        assert first._exit is not second._exit
+        for ex in (first, second):
+            stats = ex.statistics()
+            assert (stats.workers, stats.idle_workers, stats.jobs_pending) == (1, 0, 1)
+        release.set()
+    for ex in (first, second):
+        stats = ex.statistics()
+        assert (stats.workers, stats.idle_workers, stats.jobs_pending) == (0, 0, 0)
 
 
 # -- bounded workers and backpressure -----------------------------------------
