@@ -876,9 +876,9 @@ async def test_the_first_worker_and_a_waiting_exit_make_their_own_structures() -
 
         async def run(ex: Executor) -> None:
             async with ex:
-                await ex.spawn(double, 1)  # its worker then idles...
-                ex.spawn(wait_for_release)  # ...and takes this one, which
-                # the exit then waits for
+                await ex.spawn(double, 1)  # its one worker then idles
+                # The idle worker takes this job; the exit waits for it.
+                ex.spawn(wait_for_release)
 
         tg.start_soon(run, first)
         tg.start_soon(run, second)
