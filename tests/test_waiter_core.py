@@ -952,10 +952,46 @@ def test_future_factory_constructs_futures_only_where_it_is_faster() -> None:
             loop.close()
 
 
-def test_an_asyncio_loop_run_inside_a_trio_task_parks_its_tasks_on_asyncio() -> None:
+def test_asyncio_tasks_are_in_the_loop_task_map_exactly_where_it_is_kept() -> None:
+    # TASK_MAP_KEPT says whether a running asyncio task is always found in
+    # asyncio's loop -> task map (CPython 3.10-3.13, whose C tasks keep it);
+    # the enqueue fast paths rely on it, so it must match what tasks do.
+    from anyio_prims._core import _backend
+
+    seen: list[bool] = []
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        seen.append(_backend._tasks_by_loop.get(loop) is asyncio.current_task())
+
+    asyncio.run(main())
+    assert seen == [_backend.TASK_MAP_KEPT]
+    if sys.version_info < (3, 14):
+        assert _backend.TASK_MAP_KEPT
+
+
+@pytest.fixture(params=["kept", "left empty"])
+def task_map(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """asyncio's loop -> task map as this Python keeps it, or as CPython
+    3.14's C tasks leave it: empty, whatever runs (``TASK_MAP_KEPT``)."""
+    if request.param == "left empty":
+        from anyio_prims._core import _backend, _waiter
+
+        empty: dict[object, object] = {}
+        monkeypatch.setattr(_backend, "_tasks_by_loop", empty)
+        monkeypatch.setattr(_backend, "TASK_MAP_KEPT", False)
+        monkeypatch.setattr(_waiter, "_tasks_by_loop", empty)
+        monkeypatch.setattr(_waiter, "TASK_MAP_KEPT", False)
+    return str(request.param)
+
+
+def test_an_asyncio_loop_run_inside_a_trio_task_parks_its_tasks_on_asyncio(
+    task_map: str,
+) -> None:
     # A queue or slot last used by Trio skips the dispatch while a Trio task
     # runs on its thread; an asyncio loop run synchronously inside that Trio
-    # task has its own tasks, which must still get asyncio waiters.
+    # task has its own tasks, which must still get asyncio waiters, also
+    # where asyncio's tasks leave their loop -> task map empty.
     if core.FORCE_GENERIC:
         pytest.skip(
             "the generic waiter's anyio.Event follows sniffio, which names Trio "

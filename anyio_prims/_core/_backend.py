@@ -71,6 +71,33 @@ _tasks_by_loop: dict[object, object] = (
 )
 
 
+def _task_map_kept() -> bool:
+    """Whether asyncio's tasks keep ``_tasks_by_loop`` up to date.
+
+    CPython 3.10-3.13's C tasks keep it: their module's own dict is the one
+    ``asyncio.tasks`` exports.  From 3.14 the C tasks keep the running task
+    on the thread state instead (CPython gh-129898), and the dict that
+    ``asyncio.tasks`` still defines is kept only by its pure-Python tasks.
+    """
+    if not isinstance(_found, dict):  # pragma: no cover - other Pythons
+        return False
+    try:
+        import _asyncio
+    except ImportError:  # pragma: no cover - a Python without the C tasks
+        return True
+    c_map = getattr(_asyncio, "_current_tasks", None)
+    return c_map is _found or asyncio.Task is getattr(asyncio.tasks, "_PyTask", None)
+
+
+#: ``True`` where a running asyncio task is always in ``_tasks_by_loop``,
+#: so that the map's emptiness tells that no asyncio task runs, in any
+#: thread.  Where ``False`` (CPython 3.14's C tasks) the map stays empty:
+#: every test of it falls back to ``asyncio.current_task()``, which is
+#: correct and slower, and the Trio fast path of ``enqueue`` asks
+#: :func:`asyncio_loop` instead of testing the map's emptiness.
+TASK_MAP_KEPT: Final = _task_map_kept()
+
+
 def asyncio_loop() -> asyncio.AbstractEventLoop | None:
     """The running asyncio loop if an asyncio task runs on it, else ``None``.
 

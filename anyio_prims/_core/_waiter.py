@@ -38,7 +38,11 @@
 # skips the dispatch while that dict names a running task and no asyncio
 # task runs (in any thread: the test is one dict's emptiness), so that the
 # Trio task is the caller; between runs, and between task steps, it names
-# none.
+# none.  From CPython 3.14 asyncio's C tasks keep the running task on the
+# thread state and leave that map empty (``_backend.TASK_MAP_KEPT``): the
+# asyncio test then never holds, so every asyncio wait takes the dispatch
+# (correct, slower), and the Trio test asks whether an asyncio task runs on
+# this thread.
 #
 # A wait is ``park(payload, give_back)``, or, on the hottest paths, its two
 # halves written out: ``enqueue(payload)`` (make the waiter for the running
@@ -103,8 +107,10 @@ from . import _ki
 from ._backend import (
     FORCE_GENERIC,
     FUTURE_FROM_RUNNING_LOOP,
+    TASK_MAP_KEPT,
     _tasks_by_loop,
     asyncio_cancelling,
+    asyncio_loop,
     future_factory,
     is_cancellation,
     rearm_cancellation,
@@ -547,12 +553,14 @@ class WaitQueue(Parking[P]):
         elif (
             (tasks := self._trio) is not None
             and (task := tasks.get("task")) is not None
-            and not _tasks_by_loop
+            and (not _tasks_by_loop if TASK_MAP_KEPT else asyncio_loop() is None)
         ):
             # A Trio task runs on the thread the last waiter here was made
             # on, and no asyncio task runs (one would be the caller: an
             # asyncio loop run inside a Trio task), so the Trio task is the
-            # caller: skip the dispatch, as above.
+            # caller: skip the dispatch, as above.  Where asyncio's tasks
+            # leave the map empty (CPython 3.14), asyncio_loop() tells
+            # whether one runs on this thread.
             waiter = self._spare
             if waiter is not None and type(waiter) is TrioWaiter:
                 self._spare = None  # a recycled waiter: ``value`` is None
@@ -752,7 +760,7 @@ class Slot(Parking[P]):
         elif (
             (tasks := self._trio) is not None
             and (task := tasks.get("task")) is not None
-            and not _tasks_by_loop
+            and (not _tasks_by_loop if TASK_MAP_KEPT else asyncio_loop() is None)
         ):
             waiter = self._spare
             if waiter is not None and type(waiter) is TrioWaiter:
