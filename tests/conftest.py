@@ -37,3 +37,19 @@ def _selected() -> list[Any]:
 @pytest.fixture(params=_selected())
 def anyio_backend(request: pytest.FixtureRequest) -> Any:
     return request.param
+
+
+@pytest.fixture(params=["kept", "left empty"])
+def task_map(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """asyncio's loop -> task map as this Python keeps it, or as CPython
+    3.14's C tasks leave it: empty, whatever runs (``TASK_MAP_KEPT``).  On
+    3.14 and later both leave it empty."""
+    if request.param == "left empty":
+        from anyio_prims._core import _backend, _waiter
+
+        empty: dict[object, object] = {}
+        monkeypatch.setattr(_backend, "_tasks_by_loop", empty)
+        monkeypatch.setattr(_backend, "TASK_MAP_KEPT", False)
+        monkeypatch.setattr(_waiter, "_tasks_by_loop", empty)
+        monkeypatch.setattr(_waiter, "TASK_MAP_KEPT", False)
+    return str(request.param)

@@ -970,21 +970,6 @@ def test_asyncio_tasks_are_in_the_loop_task_map_exactly_where_it_is_kept() -> No
         assert _backend.TASK_MAP_KEPT
 
 
-@pytest.fixture(params=["kept", "left empty"])
-def task_map(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """asyncio's loop -> task map as this Python keeps it, or as CPython
-    3.14's C tasks leave it: empty, whatever runs (``TASK_MAP_KEPT``)."""
-    if request.param == "left empty":
-        from anyio_prims._core import _backend, _waiter
-
-        empty: dict[object, object] = {}
-        monkeypatch.setattr(_backend, "_tasks_by_loop", empty)
-        monkeypatch.setattr(_backend, "TASK_MAP_KEPT", False)
-        monkeypatch.setattr(_waiter, "_tasks_by_loop", empty)
-        monkeypatch.setattr(_waiter, "TASK_MAP_KEPT", False)
-    return str(request.param)
-
-
 def test_an_asyncio_loop_run_inside_a_trio_task_parks_its_tasks_on_asyncio(
     task_map: str,
 ) -> None:
@@ -1061,8 +1046,11 @@ def native_only() -> None:
 
 @pytest.mark.parametrize("kind", ["queue", "slot"])
 async def test_a_settled_waiter_is_reused_by_the_next_wait_on_its_structure(
-    kind: str, native_only: None
+    kind: str, native_only: None, task_map: str
 ) -> None:
+    # Also where asyncio's tasks leave their loop -> task map empty (CPython
+    # 3.14): enqueue's asyncio fast path, where recycling happens, must not
+    # depend on that map.
     structure: WaitQueue[str] | Slot[str] = WaitQueue() if kind == "queue" else Slot()
     seen: list[tuple[Waiter[str], object, str]] = []
 

@@ -92,9 +92,10 @@ def _task_map_kept() -> bool:
 #: ``True`` where a running asyncio task is always in ``_tasks_by_loop``,
 #: so that the map's emptiness tells that no asyncio task runs, in any
 #: thread.  Where ``False`` (CPython 3.14's C tasks) the map stays empty:
-#: every test of it falls back to ``asyncio.current_task()``, which is
-#: correct and slower, and the Trio fast path of ``enqueue`` asks
-#: :func:`asyncio_loop` instead of testing the map's emptiness.
+#: every test of it falls back to ``asyncio.current_task()``, which reads
+#: the thread state there; the asyncio fast path of ``enqueue`` compares
+#: the running loop and asks for its current task, and its Trio fast path
+#: asks :func:`asyncio_loop` instead of testing the map's emptiness.
 TASK_MAP_KEPT: Final = _task_map_kept()
 
 

@@ -39,10 +39,10 @@
 # task runs (in any thread: the test is one dict's emptiness), so that the
 # Trio task is the caller; between runs, and between task steps, it names
 # none.  From CPython 3.14 asyncio's C tasks keep the running task on the
-# thread state and leave that map empty (``_backend.TASK_MAP_KEPT``): the
-# asyncio test then never holds, so every asyncio wait takes the dispatch
-# (correct, slower), and the Trio test asks whether an asyncio task runs on
-# this thread.
+# thread state and leave that map empty (``_backend.TASK_MAP_KEPT``): there
+# the asyncio test asks instead whether the remembered loop is the running
+# loop and has a current task (two C calls that read the thread state),
+# and the Trio test whether an asyncio task runs on this thread.
 #
 # A wait is ``park(payload, give_back)``, or, on the hottest paths, its two
 # halves written out: ``enqueue(payload)`` (make the waiter for the running
@@ -531,10 +531,20 @@ class WaitQueue(Parking[P]):
         then ``FAILED`` handled).
         """
         loop = self._loop
-        if loop is not None and loop in _tasks_by_loop:
+        if loop is not None and (
+            loop in _tasks_by_loop
+            or (
+                not TASK_MAP_KEPT
+                and loop is _get_running_loop()
+                and _asyncio_current_task(loop) is not None
+            )
+        ):
             # A task of the loop the last waiter here was made for is
             # running, so it is the caller (no primitive is shared between
-            # threads): skip the dispatch.  See the module comment.
+            # threads): skip the dispatch.  See the module comment.  Where
+            # asyncio's tasks leave the map empty (CPython 3.14), the
+            # running loop and its current task, both read off the thread
+            # state there, tell the same.
             waiter = self._spare
             if waiter is not None and type(waiter) is AsyncioWaiter:
                 self._spare = None  # a recycled waiter: ``value`` is None
@@ -553,14 +563,19 @@ class WaitQueue(Parking[P]):
         elif (
             (tasks := self._trio) is not None
             and (task := tasks.get("task")) is not None
-            and (not _tasks_by_loop if TASK_MAP_KEPT else asyncio_loop() is None)
+            and (
+                not _tasks_by_loop
+                if TASK_MAP_KEPT
+                else _get_running_loop() is None or asyncio_loop() is None
+            )
         ):
             # A Trio task runs on the thread the last waiter here was made
             # on, and no asyncio task runs (one would be the caller: an
             # asyncio loop run inside a Trio task), so the Trio task is the
             # caller: skip the dispatch, as above.  Where asyncio's tasks
             # leave the map empty (CPython 3.14), asyncio_loop() tells
-            # whether one runs on this thread.
+            # whether one runs on this thread; with no loop running there,
+            # none does, and its call is saved.
             waiter = self._spare
             if waiter is not None and type(waiter) is TrioWaiter:
                 self._spare = None  # a recycled waiter: ``value`` is None
@@ -743,7 +758,14 @@ class Slot(Parking[P]):
         # too (keep them in step): a shared helper would add a call (about
         # 40 ns) to every wait.
         loop = self._loop
-        if loop is not None and loop in _tasks_by_loop:
+        if loop is not None and (
+            loop in _tasks_by_loop
+            or (
+                not TASK_MAP_KEPT
+                and loop is _get_running_loop()
+                and _asyncio_current_task(loop) is not None
+            )
+        ):
             waiter = self._spare
             if waiter is not None and type(waiter) is AsyncioWaiter:
                 self._spare = None  # a recycled waiter: ``value`` is None
@@ -760,7 +782,11 @@ class Slot(Parking[P]):
         elif (
             (tasks := self._trio) is not None
             and (task := tasks.get("task")) is not None
-            and (not _tasks_by_loop if TASK_MAP_KEPT else asyncio_loop() is None)
+            and (
+                not _tasks_by_loop
+                if TASK_MAP_KEPT
+                else _get_running_loop() is None or asyncio_loop() is None
+            )
         ):
             waiter = self._spare
             if waiter is not None and type(waiter) is TrioWaiter:
