@@ -154,10 +154,12 @@ async def test_release_by_another_task_raises() -> None:
 
 @pytest.mark.parametrize("fast_acquire", [False, True])
 def test_owner_checks_hold_when_the_lock_moves_between_event_loops(
-    fast_acquire: bool,
+    fast_acquire: bool, task_map: str
 ) -> None:
     # The lock binds a cheap way to find the current task on first use; on
-    # the next loop (or backend) it must find the new task, not the old one.
+    # the next loop (or backend) it must find the new task, not the old one,
+    # also where asyncio's tasks leave their loop -> task map empty (there
+    # the way is asyncio.current_task(loop) itself).
     lock = Lock(fast_acquire=fast_acquire)
     owners: list[object] = []
 

@@ -560,9 +560,12 @@ async def test_release_by_another_task_raises(kind: str) -> None:
 
 
 @pytest.mark.parametrize("kind", [READ, WRITE])
-def test_ownership_holds_when_the_lock_moves_between_event_loops(kind: str) -> None:
+def test_ownership_holds_when_the_lock_moves_between_event_loops(
+    kind: str, task_map: str
+) -> None:
     # The lock binds a cheap way to find the current task on first use; on
-    # the next loop (or backend) it must find the new task, not the old one.
+    # the next loop (or backend) it must find the new task, not the old one,
+    # also where asyncio's tasks leave their loop -> task map empty.
     lock = RWLock()
     held: list[RWLockStatistics] = []
 

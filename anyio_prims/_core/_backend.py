@@ -315,6 +315,20 @@ class _AnyTasks:
             return None
 
 
+class _LoopTasks:
+    """asyncio's own ``current_task(loop)`` shaped as a :class:`TaskMap`
+    (the key is the loop): where asyncio's C tasks keep the running task on
+    the thread state instead of the loop -> task map (``TASK_MAP_KEPT``
+    false, CPython 3.14), it reads the thread state for the running loop,
+    with no Python call of ours.  For another loop it asks every thread, so
+    a primitive moved to another loop or backend pays that once, then is
+    bound again."""
+
+    __slots__ = ()
+
+    get = staticmethod(_asyncio_current_task)
+
+
 class _NoTasks:
     """The empty :class:`TaskMap`; copied and pickled as itself."""
 
@@ -334,6 +348,7 @@ class _NoTasks:
 NO_TASKS: Final[TaskMap] = _NoTasks()
 _TRIO_TASKS: Final = _TrioTasks()
 _ANY_TASKS: Final = _AnyTasks()
+_LOOP_TASKS: Final = _LoopTasks()
 
 
 def task_finder() -> tuple[object, TaskMap, object]:
@@ -353,9 +368,12 @@ def task_finder() -> tuple[object, TaskMap, object]:
     asyncio the map is asyncio's own loop -> task dict and the key the loop:
     a dict lookup, about 0.02 us on CPython 3.11 against 0.17 us for
     :func:`current_task`.  It keeps the loop referenced until the primitive
-    is used on another one.  On Trio the map is the thread's Trio run-context
-    dict and the key ``"task"`` (:func:`trio_task_dict`), again a dict
-    lookup where ``trio.lowlevel.current_task()`` is a Python call.
+    is used on another one.  Where asyncio's tasks leave that dict empty
+    (``TASK_MAP_KEPT`` false, CPython 3.14), the map's ``get`` is
+    ``asyncio.current_task`` itself, with the same key.  On Trio the map is
+    the thread's Trio run-context dict and the key ``"task"``
+    (:func:`trio_task_dict`), again a dict lookup where
+    ``trio.lowlevel.current_task()`` is a Python call.
 
     :raises RuntimeError: if no task is running
     """
@@ -364,6 +382,8 @@ def task_finder() -> tuple[object, TaskMap, object]:
     if task is not None:
         if _tasks_by_loop.get(loop) is task:
             return task, _tasks_by_loop, loop
+        if not TASK_MAP_KEPT:
+            return task, _LOOP_TASKS, loop
         return task, _ANY_TASKS, None  # pragma: no cover - other Pythons
     if "trio" in sys.modules:  # also Trio in guest mode on an asyncio host
         task = trio_lowlevel().current_task()
