@@ -31,7 +31,7 @@ nox.options.sessions = [
 
 BACKENDS = ["asyncio", "uvloop", "trio"]
 WAITERS = ["native", "generic"]
-VERSIONS = ["3.10", "3.11", "3.12", "3.13"]
+VERSIONS = ["3.10", "3.11", "3.12", "3.13", "3.14", "3.15"]
 TEST_DEPS = ["pytest>=8", "hypothesis>=6.100", "pytest-timeout>=2.1"]
 #: pytest as the test sessions run it.  A test that deadlocks (the failure
 #: a concurrency primitive's bug produces) stops the session after two
