@@ -19,10 +19,17 @@ import anyio
 import anyio.lowlevel
 import pytest
 
+import anyio_prims
 import anyio_prims._core as core
 from anyio_prims import BatchSemaphore
 from anyio_prims._core import Slot, WaitQueue
-from anyio_prims._core._waiter import ABANDONED, GRANTED, AsyncioWaiter, Waiter
+from anyio_prims._core._waiter import (
+    ABANDONED,
+    GRANTED,
+    AsyncioWaiter,
+    GenericWaiter,
+    Waiter,
+)
 from anyio_prims.channels._state import Waiting
 
 from ._tasks import run_on_every_backend_in_turn
@@ -853,6 +860,31 @@ async def test_park_works_through_every_waiter_kind(
         assert type(waiter).__name__.lower().startswith(expected)
 
     await park_one_and_grant(WaitQueue(), check)
+
+
+async def test_the_generic_waiter_sleeps_on_anyios_event_under_the_drop_ins_name(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Code that migrates by putting the drop-ins under anyio's names (nox -s
+    # conformance does, to run AnyIO's tests against them) must not make the
+    # generic waiter sleep on anyio_prims.Event, which parks on a waiter in
+    # turn: without end, with the generic waiter forced.
+    anyios_event = anyio.Event
+    monkeypatch.setattr(anyio, "Event", anyio_prims.Event)
+    waiter: GenericWaiter[str] = GenericWaiter("p")
+    assert isinstance(waiter._event, anyios_event)
+    assert not isinstance(waiter._event, anyio_prims.Event)
+    woke: list[object] = []
+
+    async def park() -> None:
+        await waiter.wait
+        woke.append(waiter.value)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(park)
+        await anyio.wait_all_tasks_blocked()
+        waiter.grant("granted")
+    assert woke == ["granted"]
 
 
 def test_a_wait_structure_moved_between_event_loops_parks_on_the_running_one() -> None:

@@ -101,7 +101,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, Final, Generic, TypeVar
 
-import anyio
+from anyio import Event as AnyIOEvent
 
 from . import _ki
 from ._backend import (
@@ -325,7 +325,10 @@ class GenericWaiter(Waiter[P]):
     def __init__(self, payload: P) -> None:
         super().__init__(payload)
         protect_if_trio_imported()  # on Trio, this may not ask Trio for anything
-        self._event = anyio.Event()
+        # Bound at import: code that puts anyio_prims.Event under the name
+        # anyio.Event (a migration shortcut; nox -s conformance does it) must
+        # not make this wait on itself.
+        self._event = AnyIOEvent()
         self.wait = self._event.wait()
         #: The parked asyncio task's ``cancelling()`` count when it parked
         #: (3.11+), or None: how ``rearm_cancellation`` tells the requests
