@@ -1,11 +1,11 @@
 """Sessions: tests per backend and waiter, tests against the oldest
-dependencies pyproject.toml accepts, tests on every interpreter, lint,
-typecheck (mypy on the package, examples, tests and bench), pyright, docs,
-package, bench.
+dependencies pyproject.toml accepts, AnyIO's own tests run against the
+drop-ins, tests on every interpreter, lint, typecheck (mypy on the package,
+examples, tests and bench), pyright, docs, package, bench.
 
-``nox -s lint typecheck pyright docs package tests tests_floor`` is the
-README's test command and what CI runs; ``nox -s bench`` is its benchmark
-command.
+``nox -s lint typecheck pyright docs package tests tests_floor conformance``
+is the README's test command and what CI runs; ``nox -s bench`` is its
+benchmark command.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import os
 import re
 import shutil
 import subprocess
+import tarfile
 
 import nox
 
@@ -27,6 +28,7 @@ nox.options.sessions = [
     "package",
     "tests",
     "tests_floor",
+    "conformance",
 ]
 
 BACKENDS = ["asyncio", "uvloop", "trio"]
@@ -114,6 +116,108 @@ def tests_floor(session: nox.Session) -> None:
     session.run("python", "-m", "pip", "list")
     for waiter in WAITERS:
         session.run(*PYTEST, "-q", *session.posargs, env={"ANYIO_PRIMS_WAITER": waiter})
+
+
+#: The AnyIO release whose own tests ``conformance`` runs against the
+#: drop-ins: the one they follow (docs/migrate-anyio.md).  A fixed release,
+#: so that the session's result does not change with the day it runs;
+#: raise it with the release the drop-ins follow.
+CONFORMANCE_ANYIO = "4.16.0"
+#: AnyIO's test files for the classes the drop-ins replace, then the other
+#: ones whose tests use those classes (as tools: an ``Event`` to hand a
+#: task over, a ``CapacityLimiter`` for threads...).
+CONFORMANCE_FILES = [
+    "tests/test_synchronization.py",
+    "tests/streams/test_memory.py",
+    "tests/test_taskgroups.py",
+    "tests/test_from_thread.py",
+    "tests/test_to_thread.py",
+    "tests/test_concurrency_utils.py",
+    "tests/test_functools.py",
+    "tests/test_debugging.py",
+]
+
+
+def _extract_tests(archive: str, into: str) -> str:
+    """Extract the ``tests/`` directory of an sdist into ``into``; return the
+    directory that holds it (the sdist's top directory)."""
+    with tarfile.open(archive) as sdist:
+        top = sdist.getnames()[0].split("/", 1)[0]
+        members = [
+            m
+            for m in sdist.getmembers()
+            if m.name.startswith(f"{top}/tests/")
+            and (m.isfile() or m.isdir())
+            and ".." not in m.name.split("/")
+        ]
+        if hasattr(tarfile, "data_filter"):
+            sdist.extractall(into, members=members, filter="data")
+        else:  # Python without extraction filters: members checked above
+            sdist.extractall(into, members=members)
+    return os.path.join(into, top)
+
+
+@nox.session
+def conformance(session: nox.Session) -> None:
+    """AnyIO's own tests of ``Lock``, ``Semaphore``, ``CapacityLimiter``,
+    ``Event``, ``Condition`` and the memory object streams, and its other
+    tests that use them (:data:`CONFORMANCE_FILES`), run against the
+    drop-ins, on every backend AnyIO's tests choose (asyncio, uvloop, eager
+    tasks on 3.12+, Trio), with the native and the generic waiter.
+
+    The tests come from the sdist of :data:`CONFORMANCE_ANYIO`, fetched
+    from the package index; nothing of AnyIO's is kept in this repository.
+    ``tests/anyio_suite/anyio_prims_as_anyio.py`` (a pytest plugin) puts
+    the drop-ins under AnyIO's names before the test modules import them,
+    checks that they did, and skips the one test that does not apply.
+    """
+    session.install(
+        "-e",
+        ".[trio,uvloop]",
+        *TEST_DEPS,
+        # AnyIO's tests/conftest.py imports trustme; two of the files,
+        # pytest_mock
+        "trustme",
+        "pytest-mock",
+        f"anyio=={CONFORMANCE_ANYIO}",
+    )
+    tmp = os.path.abspath(session.create_tmp())
+    download = os.path.join(tmp, "anyio-sdist")
+    shutil.rmtree(download, ignore_errors=True)
+    session.run(
+        "python",
+        "-m",
+        "pip",
+        "download",
+        "--quiet",
+        "--no-deps",
+        "--no-binary",
+        ":all:",
+        "--dest",
+        download,
+        f"anyio=={CONFORMANCE_ANYIO}",
+    )
+    archives = glob.glob(os.path.join(download, "anyio-*.tar.gz"))
+    if len(archives) != 1:
+        session.error(f"expected one anyio sdist in {download}, found {archives}")
+    source = os.path.join(tmp, "anyio-source")
+    shutil.rmtree(source, ignore_errors=True)
+    root = _extract_tests(archives[0], source)
+    suite = os.path.abspath(os.path.join("tests", "anyio_suite"))
+    config = os.path.join(suite, "pytest.ini")
+    with session.chdir(root):
+        for waiter in WAITERS:
+            session.run(
+                *PYTEST,
+                "-c",
+                config,
+                "--rootdir",
+                root,
+                "-q",
+                *CONFORMANCE_FILES,
+                *session.posargs,
+                env={"PYTHONPATH": suite, "ANYIO_PRIMS_WAITER": waiter},
+            )
 
 
 @nox.session
