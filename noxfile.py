@@ -125,7 +125,8 @@ def tests_floor(session: nox.Session) -> None:
 CONFORMANCE_ANYIO = "4.16.0"
 #: AnyIO's test files for the classes the drop-ins replace, then the other
 #: ones whose tests use those classes (as tools: an ``Event`` to hand a
-#: task over, a ``CapacityLimiter`` for threads...).
+#: task over, a ``CapacityLimiter`` for threads, a memory stream under a
+#: buffered, text or TLS stream).
 CONFORMANCE_FILES = [
     "tests/test_synchronization.py",
     "tests/streams/test_memory.py",
@@ -135,6 +136,9 @@ CONFORMANCE_FILES = [
     "tests/test_concurrency_utils.py",
     "tests/test_functools.py",
     "tests/test_debugging.py",
+    "tests/streams/test_buffered.py",
+    "tests/streams/test_text.py",
+    "tests/streams/test_tls.py",
 ]
 
 

@@ -4,7 +4,7 @@ run against the drop-ins.
 ``nox -s conformance`` fetches the sdist of an anyio release and runs its
 ``tests/test_synchronization.py`` and ``tests/streams/test_memory.py``, and
 the other test modules that use these classes (task groups, threads,
-``anyio.functools``...), with this plugin loaded first (``-p
+``anyio.functools``, stream wrappers...), with this plugin loaded first (``-p
 anyio_prims_as_anyio``).  The plugin binds anyio_prims' ``Lock``,
 ``Semaphore``, ``CapacityLimiter``, ``Event``, ``Condition`` and
 ``create_memory_object_stream`` in the ``anyio`` namespace, where the test
