@@ -621,6 +621,16 @@ def test_zero_permits_are_allowed() -> None:
     assert BatchSemaphore(0).available_permits == 0
 
 
+def test_int_subclass_permits_are_accepted_as_a_plain_int() -> None:
+    sem = BatchSemaphore(Count.TWO)
+    assert sem.available_permits == 2
+    assert type(sem.available_permits) is int
+    assert type(sem.statistics().available_permits) is int
+    sem.acquire_nowait(2)
+    with pytest.raises(anyio.WouldBlock):
+        sem.acquire_nowait()
+
+
 @pytest.mark.parametrize("permits", NOT_INTS)
 def test_non_int_permits_raise_type_error_naming_permits(permits: Any) -> None:
     with pytest.raises(TypeError, match=r"^permits "):

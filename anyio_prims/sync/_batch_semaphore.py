@@ -105,7 +105,7 @@ class BatchSemaphore(CopiedWhole):
         if not isinstance(fair, bool):
             raise TypeError(f"fair must be a bool, not {type(fair).__name__}")
         self._strict = check_strict(strict)
-        self._value: float = permits
+        self._value: float = int(permits)  # an int subclass, as a plain int
         self._fair = fair
         self._closed = False
         self._waiters: WaitQueue[int] | Unopened = NOT_OPENED
