@@ -20,7 +20,7 @@ import anyio.abc
 import anyio.lowlevel
 import pytest
 
-from anyio_prims import BatchSemaphore, BatchSemaphoreStatistics
+from anyio_prims import BatchSemaphore, BatchSemaphoreStatistics, Event
 from anyio_prims._core import BUDGET, FORCE_GENERIC
 from anyio_prims.sync._batch_semaphore import fair_semaphore
 
@@ -329,6 +329,87 @@ async def test_non_fair_release_grants_every_waiter_that_fits_in_order() -> None
         assert holders[2].holding
         holders[2].stop()
     assert sem.available_permits == 5
+
+
+@pytest.mark.parametrize(
+    "held_back", [False, True], ids=["no_permit_left", "held_back_by_the_head"]
+)
+async def test_an_acquire_with_its_checkpoint_due_queues_before_a_task_woken_earlier(
+    held_back: bool,
+) -> None:
+    # Parking is the checkpoint: an acquire that must wait queues at once,
+    # even with its budgeted checkpoint due, so arrival order is call
+    # order.  A task woken just before the call (by an Event, whose wait
+    # gives it a fresh budget) would queue first if the call yielded.
+    # Held back: a permit is free, but a larger request queued first.
+    sem = BatchSemaphore(1 if held_back else 0)
+    woken = Event()
+    got: list[str] = []
+
+    async def acquire_one(name: str) -> None:
+        await sem.acquire()
+        got.append(name)
+
+    async def woken_early() -> None:
+        await woken.wait()
+        await acquire_one("woken early")
+
+    async def caller() -> None:
+        woken.set()  # "woken early" is ready to run before this call
+        BUDGET.left = 1  # this call's checkpoint is due
+        await acquire_one("caller")
+
+    async with anyio.create_task_group() as tg:
+        head = Holder(sem, 2).start(tg) if held_back else None
+        tg.start_soon(woken_early)
+        await settle()
+        tg.start_soon(caller)
+        await settle()
+        assert sem.statistics().tasks_waiting == (3 if held_back else 2)
+        sem.release(2 if held_back else 1)  # the head's two, then one more
+        await settle()
+        assert got == ["caller"]
+        sem.release()
+        await settle()
+        assert got == ["caller", "woken early"]
+        if head is not None:
+            assert head.holding
+            head.stop()
+
+
+@pytest.mark.parametrize("strict", [False, True], ids=["budget_due", "strict"])
+async def test_an_acquire_that_must_wait_parks_without_yielding_first(
+    strict: bool,
+) -> None:
+    # A holder told when each call starts releases one permit (which goes
+    # straight to the caller) as soon as it sees the caller parked, and
+    # counts the times it looked too early: a yield before parking would
+    # let it look in between.
+    sem = BatchSemaphore(0, strict=strict)
+    rounds = 10
+    started = -1
+    misses = 0
+
+    async def holder() -> None:
+        nonlocal misses
+        for i in range(rounds):
+            while started != i:
+                await anyio.lowlevel.checkpoint()
+            while not sem.statistics().tasks_waiting:
+                misses += 1
+                await anyio.lowlevel.checkpoint()
+            sem.release()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(holder)
+        for i in range(rounds):
+            started = i
+            BUDGET.left = 1  # due, for the budgeted mode
+            await sem.acquire()
+    assert misses == 0
+    assert sem.available_permits == 0
+    sem.release(rounds)
+    assert sem.available_permits == rounds
 
 
 # ---------------------------------------------------------------------------
