@@ -14,12 +14,22 @@ import asyncio
 import itertools
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 import anyio
+import anyio.abc
 import anyio.lowlevel
 import pytest
 
-from anyio_prims import BatchSemaphore
+from anyio_prims import (
+    BatchSemaphore,
+    CapacityLimiter,
+    Event,
+    Lock,
+    RWLock,
+    Semaphore,
+    mpmc,
+)
 from anyio_prims._core import BUDGET, BUDGET_SIZE
 
 pytestmark = pytest.mark.anyio
@@ -93,19 +103,115 @@ async def test_budgeted_calls_do_not_yield_on_every_call() -> None:
     assert during <= calls // BUDGET_SIZE + 1
 
 
-async def test_parking_starts_a_new_budget() -> None:
+class Parking:
+    """One primitive that the current task parks on once: ``park()`` blocks
+    until another task, which ``hold()`` may have made the holder first,
+    sees it parked (``parked()``) and calls ``open()``."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self.prim: Any = None
+        self.token = object()
+        if kind == "BatchSemaphore.acquire":
+            self.prim = BatchSemaphore(0)
+        elif kind == "Lock.acquire":
+            self.prim = Lock(fast_acquire=True)
+        elif kind in ("Semaphore.acquire", "async with Semaphore"):
+            self.prim = Semaphore(0, fast_acquire=True)
+        elif kind == "CapacityLimiter.acquire":
+            self.prim = CapacityLimiter(1)
+        elif kind == "Event.wait":
+            self.prim = Event()
+        elif kind == "RWLock.acquire_read":
+            self.prim = RWLock()
+        elif kind in ("send", "receive"):
+            self.prim = mpmc.channel(0)
+        else:
+            raise AssertionError(kind)
+
+    async def hold(self) -> None:
+        if self.kind == "Lock.acquire":
+            await self.prim.acquire()
+        elif self.kind == "CapacityLimiter.acquire":
+            self.prim.acquire_on_behalf_of_nowait(self.token)
+        elif self.kind == "RWLock.acquire_read":
+            await self.prim.acquire_write()
+
+    def parked(self) -> bool:
+        if self.kind in ("send", "receive"):
+            stats = self.prim[0].statistics()
+            return bool(stats.tasks_waiting_send or stats.tasks_waiting_receive)
+        if self.kind == "Event.wait":
+            return bool(self.prim.statistics().tasks_waiting)
+        if self.kind == "RWLock.acquire_read":
+            return bool(self.prim.statistics().tasks_waiting_read)
+        return bool(self.prim.statistics().tasks_waiting)
+
+    def open(self) -> None:
+        kind = self.kind
+        if kind == "Event.wait":
+            self.prim.set()
+        elif kind == "CapacityLimiter.acquire":
+            self.prim.release_on_behalf_of(self.token)
+        elif kind == "RWLock.acquire_read":
+            self.prim.release_write()
+        elif kind == "send":
+            self.prim[1].receive_nowait()
+        elif kind == "receive":
+            self.prim[0].send_nowait(1)
+        else:
+            self.prim.release()
+
+    async def park(self) -> None:
+        kind = self.kind
+        if kind == "Event.wait":
+            await self.prim.wait()
+        elif kind == "RWLock.acquire_read":
+            await self.prim.acquire_read()
+            self.prim.release_read()
+        elif kind == "async with Semaphore":
+            async with self.prim:
+                pass
+        elif kind == "send":
+            await self.prim[0].send(1)
+        elif kind == "receive":
+            assert await self.prim[1].receive() == 1
+        else:
+            await self.prim.acquire()
+            self.prim.release()
+
+    async def opener(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
+        await self.hold()
+        task_status.started()
+        while not self.parked():
+            await anyio.lowlevel.checkpoint()
+        self.open()
+
+
+PARKINGS = [
+    "BatchSemaphore.acquire",
+    "Lock.acquire",
+    "Semaphore.acquire",
+    "async with Semaphore",
+    "CapacityLimiter.acquire",
+    "Event.wait",
+    "RWLock.acquire_read",
+    "send",
+    "receive",
+]
+
+
+@pytest.mark.parametrize("kind", PARKINGS)
+async def test_parking_starts_a_new_budget(kind: str) -> None:
     # A task that parked has been through a schedule point: the budgeted
     # calls after it start a full budget instead of checkpointing at once.
+    # Every place that parks refills it (most write the park out).
     sem = BatchSemaphore(10)
-    gate = BatchSemaphore(0)
-
-    async def open_gate() -> None:
-        gate.release()
-
+    parking = Parking(kind)
     async with ticking() as ticker, anyio.create_task_group() as tg:
+        await tg.start(parking.opener)
         BUDGET.left = 2  # nearly spent
-        tg.start_soon(open_gate)
-        await gate.acquire()  # parks until the other task releases
+        await parking.park()  # parks until the opener sees it parked
         before = ticker.ticks
         for _ in range(BUDGET_SIZE - 1):
             await sem.acquire()
