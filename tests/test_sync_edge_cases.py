@@ -9,7 +9,15 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from anyio_prims import BatchSemaphore, RWLock, Semaphore
+from anyio_prims import (
+    BatchSemaphore,
+    CapacityLimiter,
+    Condition,
+    Event,
+    Lock,
+    RWLock,
+    Semaphore,
+)
 
 from ._tasks import settle
 
@@ -125,3 +133,53 @@ async def test_context_manager_whose_enter_was_cancelled_can_be_entered_again(
             pass
     assert lock.statistics().readers == 0
     assert lock.statistics().writer is None
+
+
+async def test_each_sync_primitive_repr_names_its_state_and_waiting_tasks() -> None:
+    lock, event, cond = Lock(), Event(), Condition()
+    sem, limiter = Semaphore(1, max_value=2), CapacityLimiter(2)
+    rwlock, batch = RWLock(), BatchSemaphore(1)
+    prims: list[object] = [lock, sem, event, cond, limiter, rwlock, batch]
+    assert [repr(p) for p in prims] == [
+        "<Lock unlocked waiting=0>",
+        "<Semaphore value=1 max_value=2 waiting=0>",
+        "<Event unset waiting=0>",
+        "<Condition locked=False waiting=0>",
+        "<CapacityLimiter 0/2 waiting=0>",
+        "<RWLock readers=0 writer=False waiting=0>",
+        "<BatchSemaphore available=1 waiting=0 fair=True>",
+    ]
+
+    async def wait_on_condition() -> None:
+        async with cond:
+            await cond.wait()
+
+    await lock.acquire()
+    await sem.acquire()
+    limiter.acquire_on_behalf_of_nowait("a")
+    limiter.acquire_on_behalf_of_nowait("b")
+    await rwlock.acquire_read()
+    await batch.acquire()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(lock.acquire)
+        tg.start_soon(sem.acquire)
+        tg.start_soon(event.wait)
+        tg.start_soon(wait_on_condition)
+        tg.start_soon(limiter.acquire_on_behalf_of, "c")
+        tg.start_soon(rwlock.acquire_write)
+        tg.start_soon(batch.acquire)
+        await settle()
+        await cond.acquire()
+        assert [repr(p) for p in prims] == [
+            "<Lock locked waiting=1>",
+            "<Semaphore value=0 max_value=2 waiting=1>",
+            "<Event unset waiting=1>",
+            "<Condition locked=True waiting=1>",
+            "<CapacityLimiter 2/2 waiting=1>",
+            "<RWLock readers=1 writer=False waiting=1>",
+            "<BatchSemaphore available=0 waiting=1 fair=True>",
+        ]
+        cond.release()
+        event.set()
+        assert repr(event) == "<Event set waiting=0>"
+        tg.cancel_scope.cancel()
