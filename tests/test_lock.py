@@ -11,7 +11,7 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from anyio_prims._core import BUDGET, BUDGET_SIZE
+from anyio_prims._core import BUDGET, BUDGET_SIZE, WaitQueue
 from anyio_prims.sync._lock import Lock
 
 from ._sync_support import (
@@ -431,6 +431,41 @@ async def test_a_lock_that_was_waited_for_keeps_no_reference_to_the_waiter() -> 
     assert spare is not None
     assert spare.task is None
     assert spare.payload == 1
+
+
+async def test_a_lock_keeps_no_task_of_an_acquire_that_was_cancelled() -> None:
+    # A cancelled waiter behind the head stays in the queue until a grant
+    # passes over it: it must not keep the task that waited on it, nor with
+    # it that task's frames.
+    lock = Lock()
+    await lock.acquire()
+    scope = anyio.CancelScope()
+    cancelled: list[int] = []
+
+    async def wait_for_it(scope: anyio.CancelScope) -> None:
+        with scope:
+            await lock.acquire()
+        if scope.cancelled_caught:
+            cancelled.append(task_id())
+        else:
+            lock.release()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(wait_for_it, anyio.CancelScope())
+        await settle()
+        tg.start_soon(wait_for_it, scope)
+        await settle()
+        assert lock.statistics().tasks_waiting == 2
+        scope.cancel()
+        await settle()
+        waiters = lock._sem._waiters
+        assert isinstance(waiters, WaitQueue)
+        kept = [*waiters.parked, waiters._spare]
+        assert cancelled
+        assert [w for w in kept if w is not None and id(w.task) in cancelled] == []
+        lock.release()
+    assert scope.cancelled_caught
+    assert not lock.locked()
 
 
 @pytest.mark.usefixtures("asyncio_only")
