@@ -900,8 +900,9 @@ async def test_a_cancelled_woken_receiver_loses_no_item_whichever_runs_first(
         assert all(isinstance(call.error, anyio.EndOfStream) for call in ended)
 
 
-# A call parked on a single side (the oneshot receiver, the spmc sender) is
-# cancelled; before its task runs, another task parks there and is granted.
+# A call parked on a single side (the oneshot receiver, the spmc sender,
+# the mpsc receiver) is cancelled; before its task runs, another task parks
+# there and is granted.
 # The cancelled call's cleanup must leave that grant's in-flight flag alone,
 # or a third task's call skips the BusyResourceError it is owed.  The window
 # is the same on every backend; asyncio's order is fixed with plain tasks,
@@ -1043,3 +1044,29 @@ async def test_a_cancelled_spmc_send_leaves_the_next_sends_grant_alone(
             # still holds A's waiter there, and B raised Busy): D ran
             # before B resumed.
             assert ("D", "BusyResourceError") in log, log
+
+
+async def test_a_cancelled_mpsc_receive_leaves_the_next_receives_grant_alone(
+    anyio_backend_name: str,
+) -> None:
+    for _ in _runs(anyio_backend_name):
+        tx, rx = mpsc.channel[str](1)
+        log = await _behind_a_cancelled_waiter(
+            anyio_backend_name,
+            rx.receive,
+            partial(tx.send_nowait, "X"),
+            rx.receive_nowait,
+        )
+        if not core.FORCE_GENERIC:
+            # As in the oneshot test: B parks, and gets the item.
+            assert ("B", "X") in log, log
+        if anyio_backend_name == "asyncio" and ("B", "X") in log:
+            # D ran while B's grant was in flight: the receiver was busy.
+            assert ("D", "BusyResourceError") in log, log
+        left = [rx.receive_nowait()] if rx.statistics().items_buffered else []
+        # Delivered once, whoever got it.
+        assert [entry for entry in log if entry[1] == "X"] + left in (
+            [("B", "X")],
+            [("D", "X")],
+            ["X"],
+        ), log
