@@ -1,7 +1,8 @@
 """Sessions: tests per backend and waiter, tests against the oldest
 dependencies pyproject.toml accepts, AnyIO's own tests run against the
 drop-ins, both on every interpreter too, lint, typecheck (mypy on the
-package, examples, tests and bench), pyright, docs, package, bench.
+package, examples, tests, bench and tools), pyright, docs, package, bench,
+and mutation testing of one module (``mutation``, run by hand).
 
 ``nox -s lint typecheck pyright docs package tests tests_floor conformance``
 is the README's test command and what CI runs; ``nox -s bench`` is its
@@ -82,6 +83,18 @@ def tests(session: nox.Session, backend: str, waiter: str) -> None:
     _install(session)
     env = {"ANYIO_PRIMS_BACKENDS": backend, "ANYIO_PRIMS_WAITER": waiter}
     session.run(*PYTEST, *session.posargs, env=env)
+
+
+@nox.session
+def mutation(session: nox.Session) -> None:
+    """Mutation testing of one module (tools/mutation.py, whose docstring
+    says how to read the result): each small change to the code in turn,
+    against the tests given.  Not in the test command: it runs the tests
+    once per mutant.  ``nox -s mutation -- MODULE --out FILE -- TESTS``."""
+    if not session.posargs:
+        session.error("usage: nox -s mutation -- MODULE --out FILE -- TESTS")
+    _install(session)
+    session.run("python", "tools/mutation.py", *session.posargs)
 
 
 @nox.session(python=VERSIONS)
@@ -253,7 +266,8 @@ TYPECHECK_BENCH_DEPS = ["aiologic", "matplotlib"]
 
 @nox.session
 def typecheck(session: nox.Session) -> None:
-    """mypy --strict on the package, the examples, the tests and bench/."""
+    """mypy --strict on the package, the examples, the tests, bench/ and
+    tools/."""
     session.install(
         "-e", ".[trio,uvloop]", "mypy>=1.10", *TEST_DEPS, *TYPECHECK_BENCH_DEPS
     )
@@ -266,7 +280,9 @@ def typecheck(session: nox.Session) -> None:
     # resolve with no mypy_path or MYPYPATH.  examples/ is mapped alike, so
     # a file name must not be in both (mypy stops with "Duplicate module
     # named").
-    session.run("mypy", "--strict", "anyio_prims", "examples", "tests", "bench")
+    session.run(
+        "mypy", "--strict", "anyio_prims", "examples", "tests", "bench", "tools"
+    )
 
 
 @nox.session
