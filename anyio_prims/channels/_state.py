@@ -601,9 +601,12 @@ class ChannelState(Generic[T]):
 
     def end_of_stream(self) -> None:
         """Fail the parked receivers with EndOfStream if the stream has ended:
-        no sender open and no item in flight or pinned (I4)."""
+        no sender open and no item in flight or pinned (I4).  The callers
+        test the first two before the call, on their own paths; tested here
+        again, so that the end is never reported early."""
         if (
             not self.senders
+            and not self.in_flight
             and not self.pinned
             and self.recv_waiters.parked
             and self.recv_waiters
