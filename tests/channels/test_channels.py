@@ -699,6 +699,24 @@ async def test_spmc_sender_is_busy_until_a_taken_send_has_resumed() -> None:
     assert rx.receive_nowait() == "z"
 
 
+async def test_spmc_sender_is_busy_until_a_send_taken_by_receive_many_has_resumed() -> (
+    None
+):
+    tx, rx = spmc.channel[Any](1)
+    tx.send_nowait("x")
+    async with anyio.create_task_group() as tg:
+        first = Call(lambda: tx.send("y")).start(tg)
+        await settle()
+        BUDGET.left = BUDGET_SIZE  # no checkpoint due: the call does not yield
+        assert await rx.receive_many(5) == ["x", "y"]  # the task has not run
+        with pytest.raises(anyio.BusyResourceError):
+            tx.send_nowait("z")
+        await settle()
+    assert first.outcome == "returned"
+    tx.send_nowait("z")
+    assert rx.receive_nowait() == "z"
+
+
 async def test_the_single_side_is_free_again_after_its_call_returns() -> None:
     tx, rx = mpsc.channel[Any](0)
     for i in range(3):
