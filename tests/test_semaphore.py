@@ -81,11 +81,28 @@ async def test_acquire_decrements_and_release_increments() -> None:
     assert sem.value == 1
 
 
-async def test_async_with_returns_the_semaphore_and_holds_a_unit() -> None:
-    sem = Semaphore(1)
-    async with sem as entered:
-        assert entered is sem
-        assert sem.value == 0
+@pytest.mark.parametrize("fast_acquire", [False, True])
+@pytest.mark.parametrize("waits", [False, True], ids=["free", "after_waiting"])
+async def test_async_with_returns_the_semaphore_and_holds_a_unit(
+    fast_acquire: bool, waits: bool
+) -> None:
+    # Each way into the block (free: strict or budgeted; taken: the wait,
+    # written out in __aenter__) returns the semaphore, as AnyIO's does.
+    sem = Semaphore(0 if waits else 1, fast_acquire=fast_acquire)
+    entered: list[object] = []
+
+    async def enter() -> None:
+        async with sem as got:
+            entered.append(got)
+            assert sem.value == 0
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(enter)
+        await settle()
+        if waits:
+            assert sem.statistics().tasks_waiting == 1
+            sem.release()
+    assert entered == [sem]
     assert sem.value == 1
 
 
