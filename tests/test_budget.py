@@ -141,8 +141,6 @@ class Parking:
         if self.kind in ("send", "receive"):
             stats = self.prim[0].statistics()
             return bool(stats.tasks_waiting_send or stats.tasks_waiting_receive)
-        if self.kind == "Event.wait":
-            return bool(self.prim.statistics().tasks_waiting)
         if self.kind == "RWLock.acquire_read":
             return bool(self.prim.statistics().tasks_waiting_read)
         return bool(self.prim.statistics().tasks_waiting)

@@ -601,9 +601,9 @@ class ChannelState(Generic[T]):
 
     def end_of_stream(self) -> None:
         """Fail the parked receivers with EndOfStream if the stream has ended:
-        no sender open and no item in flight or pinned (I4).  The callers
-        test the first two before the call, on their own paths; tested here
-        again, so that the end is never reported early."""
+        no sender open and no item in flight or pinned (I4).  Each caller
+        tests for items in flight before the call, on its own path; tested
+        here again, so that the end is never reported early."""
         if (
             not self.senders
             and not self.in_flight
