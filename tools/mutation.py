@@ -48,8 +48,11 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 KINDS = ("del", "cmp", "bool", "not")
-#: Seconds one pytest run may take before the mutant counts as killed (a
-#: mutant can deadlock a primitive; pytest-timeout also stops each test).
+#: Seconds one test may take before pytest-timeout ends the run and the
+#: mutant counts as killed: a mutant can deadlock a primitive, and a test
+#: that hangs fails.  A test of this suite takes seconds at most.
+TEST_LIMIT = 60
+#: Seconds one whole pytest run may take, the same way.
 RUN_LIMIT = 900
 
 _FLIPS: dict[type[ast.cmpop], type[ast.cmpop]] = {
@@ -197,6 +200,7 @@ def _copy_repository(into: Path) -> Path:
 
 def _run(copy: Path, pytest_args: list[str]) -> tuple[str, float, str]:
     cmd = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider"]
+    cmd += [f"--timeout={TEST_LIMIT}", "--timeout-method=thread"]
     started = time.perf_counter()
     try:
         done = subprocess.run(
