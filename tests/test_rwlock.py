@@ -22,7 +22,7 @@ from anyio.abc import TaskGroup
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from anyio_prims._core import BUDGET, BUDGET_SIZE
+from anyio_prims._core import BUDGET, BUDGET_SIZE, FORCE_GENERIC
 from anyio_prims.sync._rwlock import RWLock, RWLockStatistics
 
 from ._tasks import run_on_every_backend_in_turn
@@ -427,6 +427,35 @@ async def test_task_cancel_of_queued_writer_admits_readers_behind_it() -> None:
 
 
 @pytest.mark.usefixtures("asyncio_only")
+@pytest.mark.parametrize("kind", [READ, WRITE])
+async def test_a_release_passes_over_a_writer_whose_task_was_just_cancelled(
+    kind: str,
+) -> None:
+    # task.cancel() on a parked asyncio task cancels its wait at once, but the
+    # task runs only later.  A release in between drops that writer from the
+    # queue, so an acquire right after it is admitted without waiting for
+    # the writer's task to run.
+    if FORCE_GENERIC:
+        pytest.skip("asyncio waiters only: they see a cancelled wait at once")
+    lock = RWLock()
+    await lock.acquire_read()
+    w = spawn(lock.acquire_write())
+    await settle()
+    w.cancel()
+    lock.release_read()
+    await acquire(lock, kind)  # no wait: ``w`` has not run yet
+    assert not w.done()
+    stats = lock.statistics()
+    assert (stats.readers, stats.writer is not None) == (
+        (1, False) if kind == READ else (0, True)
+    )
+    with pytest.raises(asyncio.CancelledError):
+        await w
+    release(lock, kind)
+    assert lock.statistics() == FREE
+
+
+@pytest.mark.usefixtures("asyncio_only")
 async def test_wait_for_timeout_on_queued_acquire_holds_nothing() -> None:
     lock = RWLock()
     await lock.acquire_write()
@@ -537,10 +566,15 @@ async def test_release_write_while_holding_read_raises() -> None:
     assert lock.statistics().readers == 1
 
 
+@pytest.mark.parametrize("nowait", [False, True], ids=["acquire", "nowait"])
 @pytest.mark.parametrize("kind", [READ, WRITE])
-async def test_release_by_another_task_raises(kind: str) -> None:
+async def test_release_by_another_task_raises(kind: str, nowait: bool) -> None:
+    # The lock's first call finds the task that holds it, either way.
     lock = RWLock()
-    await acquire(lock, kind)
+    if nowait:
+        getattr(lock, f"acquire_{kind}_nowait")()
+    else:
+        await acquire(lock, kind)
     errors: list[BaseException] = []
 
     async def intruder() -> None:
@@ -662,6 +696,25 @@ async def test_read_context_manager_cannot_be_entered_twice_at_once() -> None:
     async with guard:
         with pytest.raises(RuntimeError, match="already in use"):
             await guard.__aenter__()
+    assert lock.statistics() == FREE
+
+
+@pytest.mark.parametrize("kind", [READ, WRITE])
+async def test_exiting_a_context_manager_that_was_not_entered_releases_nothing(
+    kind: str,
+) -> None:
+    # The task holds the lock through acquire_*(), not through this guard:
+    # the guard's exit must not release it.
+    lock = RWLock()
+    await acquire(lock, kind)
+    guard = lock.read() if kind == READ else lock.write()
+    with pytest.raises(RuntimeError, match="was not entered"):
+        await guard.__aexit__(None, None, None)
+    held = lock.statistics()
+    assert (held.readers, held.writer is not None) == (
+        (1, False) if kind == READ else (0, True)
+    )
+    release(lock, kind)
     assert lock.statistics() == FREE
 
 
