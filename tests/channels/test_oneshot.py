@@ -127,8 +127,8 @@ async def test_closing_the_sender_after_sending_keeps_the_item() -> None:
 
 async def test_leaving_the_sender_block_without_sending_ends_the_stream() -> None:
     tx, rx = oneshot.channel[int]()
-    with tx:
-        pass
+    with tx as entered:
+        assert entered is tx
     with pytest.raises(anyio.EndOfStream):
         await rx
 
@@ -175,8 +175,8 @@ async def test_closing_the_receiver_releases_the_item() -> None:
     ref = weakref.ref(item)
     tx.send(item)
     del item
-    with rx:
-        pass
+    with rx as entered:
+        assert entered is rx
     gc.collect()
     assert ref() is None
 
@@ -191,6 +191,28 @@ async def test_a_second_task_waiting_raises_busy_resource_error() -> None:
         with pytest.raises(anyio.BusyResourceError):
             rx.receive_nowait()
         tx.send(1)
+        await settle()
+    assert first.result == 1
+
+
+@pytest.mark.parametrize("busy", ["parked", "granted"])
+async def test_a_strict_receive_on_a_busy_receiver_checkpoints_first(busy: str) -> None:
+    # A receive that raises BusyResourceError does not park, so in strict
+    # mode it checkpoints first: a pending cancellation wins.
+    tx, rx = oneshot.channel[int](strict=True)
+    async with anyio.create_task_group() as tg:
+        first = Call(rx.receive).start(tg)
+        await settle()
+        if busy == "granted":
+            tx.send(1)  # the first task has not run yet
+        with anyio.CancelScope() as scope:
+            scope.cancel()
+            await rx.receive()
+        assert scope.cancelled_caught
+        if busy == "parked":
+            with pytest.raises(anyio.BusyResourceError):
+                await rx.receive()
+            tx.send(1)
         await settle()
     assert first.result == 1
 
@@ -315,6 +337,12 @@ def test_repr_shows_the_state() -> None:
     tx.send(None)
     assert "ready" in repr(rx)
     assert "sent" in repr(tx)
+    rx.close()
+    assert "closed" in repr(rx)
+    tx, rx = oneshot.channel[Any]()
+    tx.close()
+    assert "closed" in repr(tx)
+    assert "done" in repr(rx)
 
 
 @pytest.mark.parametrize("attempt", [copy.copy, copy.deepcopy, pickle.dumps])
