@@ -45,11 +45,10 @@ class OneshotState(Generic[T]):
     what it sets.
     """
 
-    __slots__ = ("granted", "item", "receiver_open", "sender_done", "slot", "strict")
+    __slots__ = ("granted", "item", "receiver_open", "sender_done", "slot")
 
     #: NOTHING until sent, and again once received
     item: T | _Nothing
-    strict: bool
     sender_done: bool
     receiver_open: bool
     #: NOT_OPENED until a receive first waits (every read of it sees an
@@ -306,7 +305,6 @@ def open_oneshot(strict: bool) -> tuple[Sender[Any], Receiver[Any]]:
     """
     state: OneshotState[Any] = _new(OneshotState)
     state.item = NOTHING
-    state.strict = strict
     state.sender_done = False
     state.receiver_open = True
     state.slot = NOT_OPENED
