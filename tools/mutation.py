@@ -45,6 +45,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 KINDS = ("del", "cmp", "bool", "not")
@@ -280,10 +281,17 @@ def main() -> None:
                 f.write(json.dumps(record) + "\n")
             print(f"{outcome:8} {site.kind:4} {module}:{site.line} {site.text[:70]}")
             sys.stdout.flush()
-    lines = out.read_text(encoding="utf-8").splitlines()
-    results = [json.loads(line) for line in lines]
-    survivors = [r for r in results if r["outcome"] == "survived"]
-    print(f"{len(results)} recorded, {len(survivors)} survived:")
+    # The summary covers this run's mutants, each once: the file may also
+    # hold other --lines ranges, or a site recorded twice by two runs.
+    wanted = {json.dumps(s.key()) for s in sites}
+    latest: dict[str, Any] = {}
+    for line in out.read_text(encoding="utf-8").splitlines():
+        result = json.loads(line)
+        key = json.dumps(result["site"])
+        if key in wanted:
+            latest[key] = result
+    survivors = [r for r in latest.values() if r["outcome"] == "survived"]
+    print(f"{len(latest)} of {len(sites)} recorded, {len(survivors)} survived:")
     for r in survivors:
         print(f"  {r['site'][0]:4} {module}:{r['site'][1]} {r['text'][:70]}")
 
