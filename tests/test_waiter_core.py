@@ -1100,6 +1100,31 @@ async def test_a_settled_waiter_is_reused_by_the_next_wait_on_its_structure(
     assert first.value is None
 
 
+async def test_a_reused_waiter_serves_one_wait_only(
+    native_only: None, task_map: str
+) -> None:
+    # The spare is handed to one wait: two tasks that park after a settled
+    # wait get two waiters, and each is woken with its own grant.
+    q: WaitQueue[str] = WaitQueue()
+    await park_one_and_grant(q, lambda waiter: None)
+    spare = q._spare
+    assert spare is not None
+    results: dict[object, object] = {}
+    async with anyio.create_task_group() as tg:
+        for name in ("b", "c"):
+            tg.start_soon(park_into, q, name, results)
+            await settle()
+        first, second = q.parked
+        assert first is spare
+        assert second is not spare
+        assert q._spare is None
+        for value in (1, 2):
+            waiter = q.pop()
+            assert waiter is not None
+            waiter.grant(value)
+    assert results == {"b": 1, "c": 2}
+
+
 async def test_a_cancelled_waiter_is_never_reused(native_only: None) -> None:
     # It may still sit in the queue (asyncio marks it and moves on), so the
     # next wait must get a new object.
