@@ -199,11 +199,13 @@ def _handles_for(
 
 
 def _check_positive_int(value: object, name: str) -> int:
+    # Returns a plain int: an int subclass (an IntEnum member) would show in
+    # statistics() and repr as itself.
     if not isinstance(value, int) or isinstance(value, bool):
         raise TypeError(f"{name} must be an int or None, not {type(value).__name__}")
     if value < 1:
         raise ValueError(f"{name} must be >= 1, got {value}")
-    return value
+    return int(value)
 
 
 class Executor:
@@ -258,9 +260,9 @@ class Executor:
         max_queued: int | None = None,
     ) -> None:
         if max_workers is not None:
-            _check_positive_int(max_workers, "max_workers")
+            max_workers = _check_positive_int(max_workers, "max_workers")
         if max_queued is not None:
-            _check_positive_int(max_queued, "max_queued")
+            max_queued = _check_positive_int(max_queued, "max_queued")
         if not isinstance(fail_fast, bool):
             raise TypeError(f"fail_fast must be a bool, not {type(fail_fast).__name__}")
         limiter = None
@@ -645,7 +647,7 @@ class Executor:
         if window is None:
             window = self._max_workers if self._max_workers is not None else 64
         else:
-            _check_positive_int(window, "window")
+            window = _check_positive_int(window, "window")
         return MapIterator(self, fn, iterable, ordered, window)
 
     # -- workers -----------------------------------------------------------

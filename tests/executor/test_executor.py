@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextvars
+import enum
 import math
 import sys
 from collections.abc import Awaitable, Callable
@@ -1152,6 +1153,21 @@ async def test_bad_constructor_argument_is_named(
 ) -> None:
     with pytest.raises(exc, match=name):
         Executor(**kwargs)
+
+
+async def test_an_int_subclass_max_workers_is_kept_as_a_plain_int() -> None:
+    async def noop_job(value: int) -> int:
+        return value
+
+    class Size(enum.IntEnum):
+        TWO = 2
+
+    ex = Executor(max_workers=Size.TWO, max_queued=Size.TWO)
+    assert type(ex.max_workers) is int
+    assert type(ex.statistics().max_workers) is int
+    assert "max_workers=2>" in repr(ex)
+    async with ex:
+        assert await ex.spawn(noop_job, 7) == 7
 
 
 async def test_spawn_of_non_callable_raises_type_error() -> None:
