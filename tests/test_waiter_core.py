@@ -236,6 +236,33 @@ async def test_cancelled_waiters_keep_len_and_bool_exact() -> None:
     assert results == {}  # nobody was granted anything
 
 
+async def test_a_drained_queue_counts_its_next_waiters_exactly() -> None:
+    # drain() empties the queue, cancelled waiters included: the count of
+    # cancelled ones starts again too (Condition.notify_all() drains a
+    # queue that later waits use).
+    q: WaitQueue[int] = WaitQueue()
+    results: dict[object, object] = {}
+    cancelled = anyio.CancelScope()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(park_cancellably, q, 0, cancelled, results)
+        await settle()
+        tg.start_soon(park_into, q, 1, results)
+        await settle()
+        cancelled.cancel()
+        await settle()  # the cancelled task has run: a dead waiter stays queued
+        assert len(q) == 1
+        (live,) = q.drain()
+        live.grant("drained")
+        assert (len(q), bool(q)) == (0, False)
+        tg.start_soon(park_into, q, 2, results)
+        await settle()
+        assert (len(q), bool(q)) == (1, True)
+        waiter = q.pop()
+        assert waiter is not None
+        waiter.grant("next")
+    assert results == {1: "drained", 2: "next"}
+
+
 async def test_pop_skips_cancelled_waiters_and_keeps_order() -> None:
     q: WaitQueue[int] = WaitQueue()
     results: dict[object, object] = {}
