@@ -1152,6 +1152,34 @@ async def test_a_reused_waiter_serves_one_wait_only(
     assert results == {"b": 1, "c": 2}
 
 
+@pytest.mark.parametrize("kind", ["queue", "slot"])
+async def test_a_reused_waiter_cancelled_while_parked_was_granted_nothing(
+    kind: str, native_only: None
+) -> None:
+    # The reused waiter was GRANTED in its last wait; the new wait starts
+    # PENDING, so its cancellation gives nothing back.
+    structure: WaitQueue[str] | Slot[str] = WaitQueue() if kind == "queue" else Slot()
+    await park_one_and_grant(structure, lambda waiter: None)
+    spare = structure._spare
+    given_back: list[object] = []
+    scope = anyio.CancelScope()
+
+    async def park_then_cancelled() -> None:
+        with scope:
+            await structure.park("b", given_back.append)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(park_then_cancelled)
+        await settle()
+        assert structure._spare is None  # handed to this wait
+        scope.cancel()
+    assert scope.cancelled_caught
+    assert given_back == []
+    assert not structure
+    await park_one_and_grant(structure, lambda waiter: None)
+    assert structure._spare is not spare  # a cancelled waiter is not reused
+
+
 async def test_a_cancelled_waiter_is_never_reused(native_only: None) -> None:
     # It may still sit in the queue (asyncio marks it and moves on), so the
     # next wait must get a new object.
