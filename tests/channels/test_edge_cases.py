@@ -150,6 +150,37 @@ async def test_a_strict_send_on_a_closed_sender_checkpoints_first(flavour: str) 
     rx.close()
 
 
+@pytest.mark.parametrize("side", ["send", "receive"])
+async def test_a_strict_call_that_a_parked_peer_completes_checkpoints_first(
+    flavour: str, side: str
+) -> None:
+    # A send to a parked receiver (or a receive from a parked sender) does
+    # not park, so in strict mode it checkpoints first: a pending
+    # cancellation wins, and the parked peer is left waiting.
+    tx, rx = CHANNELS[flavour](0, strict=True)
+    async with anyio.create_task_group() as tg:
+        if side == "send":
+            peer = Call(rx.receive).start(tg)
+            call: Any = partial(tx.send, "mine")
+        else:
+            peer = Call(lambda: tx.send("theirs")).start(tg)
+            call = rx.receive
+        await settle()
+        with anyio.CancelScope() as scope:
+            scope.cancel()
+            await call()
+        assert scope.cancelled_caught
+        await settle()
+        assert peer.outcome is None  # still parked: nothing was handed over
+        if side == "send":
+            await call()
+        else:
+            assert await call() == "theirs"
+        await settle()
+    assert peer.outcome == "returned"
+    assert peer.result == ("mine" if side == "send" else None)
+
+
 async def test_a_strict_send_on_a_busy_spmc_sender_checkpoints_first() -> None:
     # A send that raises BusyResourceError does not park, so in strict mode
     # it checkpoints first: a pending cancellation wins.
