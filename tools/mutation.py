@@ -14,7 +14,8 @@ Only code inside functions is changed.  The work happens in a copy of the
 repository, never in the checkout itself, and the copy's package is the one
 the tests import (checked before the first run).  The module is rewritten
 with ``ast.unparse``, so the unchanged rewrite must pass first; then one
-pytest run per mutant, stopping at the first failure (``-x``).
+pytest run per mutant, stopping at the first failure (``-x``).  A test that
+runs longer than 60 s fails (a mutant may deadlock a primitive).
 
 A survivor is a change no test notices.  Some are *equivalent*: they change
 only speed (a fast path skipped, a waiter not recycled) or code that cannot
