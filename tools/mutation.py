@@ -219,6 +219,29 @@ def _run(copy: Path, pytest_args: list[str]) -> tuple[str, float, str]:
     return outcome, time.perf_counter() - started, last
 
 
+def _in_copy(arg: str) -> str:
+    """A pytest argument naming a file of the repository, as the copy's.
+
+    The tests run in the copy (``cwd``), so a path relative to the
+    repository root already names the copy's file there.  A path that
+    exists from where the tool was started (an absolute path, or one
+    relative to a scratch directory) would make pytest put the checkout's
+    root on ``sys.path`` and test the checkout instead of the mutant:
+    it is rewritten relative to the root.  A path outside the repository
+    is refused for the same reason.
+    """
+    if arg.startswith("-"):
+        return arg
+    path, sep, rest = arg.partition("::")
+    given = Path(path)
+    if not (given.is_absolute() or given.exists()):
+        return arg  # relative to the root: the copy's own
+    resolved = given.resolve()
+    if not resolved.is_relative_to(REPO):
+        sys.exit(f"{arg}: the tests must be files of the repository {REPO}")
+    return resolved.relative_to(REPO).as_posix() + sep + rest
+
+
 def main() -> None:
     argv = sys.argv[1:]
     split = argv.index("--") if "--" in argv else len(argv)
@@ -228,7 +251,7 @@ def main() -> None:
     parser.add_argument("--ops", default=",".join(KINDS), help="kinds, comma-separated")
     parser.add_argument("--lines", help="only mutants starting on lines A-B")
     args = parser.parse_args(argv[:split])
-    pytest_args = argv[split + 1 :]
+    pytest_args = [_in_copy(arg) for arg in argv[split + 1 :]]
     if not pytest_args:
         parser.error("give the tests to run after --")
     kinds = set(args.ops.split(","))
@@ -268,6 +291,11 @@ def main() -> None:
         if outcome != "survived":
             sys.exit(f"the unchanged rewrite fails its tests: {last_line}")
         print(f"baseline passes in {seconds:.0f} s")
+        # And the tests must notice this module at all: one that cannot be
+        # imported fails them, or every mutant would survive.
+        target.write_text('raise ImportError("mutation.py: is this tested?")\n')
+        if _run(copy, pytest_args)[0] == "survived":
+            sys.exit(f"the tests pass without {module}: they do not test it")
         for site in todo:
             target.write_text(mutant_source(source, site), encoding="utf-8")
             outcome, seconds, last_line = _run(copy, pytest_args)
