@@ -1145,6 +1145,7 @@ async def test_cancelling_a_queued_job_admits_a_waiting_submitter() -> None:
         ({"max_queued": 0}, ValueError, "max_queued"),
         ({"fail_fast": 1}, TypeError, "fail_fast"),
         ({"max_per_second": 0}, ValueError, "max_per_second"),
+        ({"max_per_second": math.inf}, ValueError, "max_per_second"),
         ({"max_per_second": "1"}, TypeError, "max_per_second"),
     ],
 )
@@ -1484,6 +1485,24 @@ async def test_spawn_many_with_items_that_are_not_tuples_raises_type_error() -> 
     async with Executor() as ex:
         with pytest.raises(TypeError, match="args_iterable"):
             ex.spawn_many(job, [1, 2])  # type: ignore[list-item]
+
+
+async def test_spawn_many_takes_each_items_arguments_when_called() -> None:
+    # An item that is a list is copied: the caller may reuse or change it
+    # before the job runs, as spawn(fn, *args) would have taken its values.
+    seen: list[tuple[object, ...]] = []
+
+    async def job(*args: object) -> None:
+        seen.append(args)
+
+    async with Executor() as ex:
+        items = [[1, 2], [3]]
+        handles = ex.spawn_many(job, items)
+        items[0].append(99)
+        items[1].clear()
+        for handle in handles:
+            await handle
+    assert seen == [(1, 2), (3,)]
 
 
 async def test_workers_statistic_is_zero_after_the_block() -> None:
