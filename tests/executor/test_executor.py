@@ -842,6 +842,39 @@ async def test_spawn_on_closed_executor_raises_runtime_error() -> None:
         ex.spawn(double, 1)
 
 
+def assert_refuses_jobs(ex: Executor) -> None:
+    with pytest.raises(RuntimeError, match="closed"):
+        ex.spawn(double, 1)
+    with pytest.raises(RuntimeError, match="closed"):
+        ex.spawn_many(double, [(1,)])
+    with pytest.raises(RuntimeError, match="closed"):
+        ex.map(double, [1])
+
+
+# A block left by an exception never closes the normal way (no job settles
+# with the body done); its exit closes it, as a task group refuses new tasks.
+
+
+async def test_spawn_after_a_block_whose_body_raised_raises_runtime_error() -> None:
+    with pytest.raises(ExceptionGroup):  # noqa: PT012 (the block under test)
+        async with Executor() as ex:
+            ex.spawn(sleep_forever)
+            await anyio.wait_all_tasks_blocked()
+            raise KeyError("body")
+    assert_refuses_jobs(ex)
+
+
+async def test_spawn_after_a_cancelled_block_raises_runtime_error() -> None:
+    with anyio.CancelScope() as scope:
+        async with Executor() as ex:
+            ex.spawn(sleep_forever)
+            await anyio.wait_all_tasks_blocked()
+            scope.cancel()
+            await anyio.sleep_forever()
+    assert scope.cancelled_caught
+    assert_refuses_jobs(ex)
+
+
 async def test_spawn_before_entering_raises_runtime_error() -> None:
     with pytest.raises(RuntimeError, match="entered"):
         Executor().spawn(double, 1)
