@@ -945,6 +945,53 @@ def test_a_wait_structure_moved_between_event_loops_parks_on_the_running_one() -
     assert kinds == expected
 
 
+def test_a_spare_waiter_reused_on_a_new_run_serves_one_wait_only(
+    native_only: None,
+) -> None:
+    # The first wait of a run on a thread or loop a structure has not seen
+    # takes the dispatch (_new_waiter), which reuses a spare waiter of the
+    # running kind: on Trio, the one left by a run on another thread.  It
+    # must serve that wait alone, carry its payload and be cancellable.
+    queue: WaitQueue[str] = WaitQueue()
+    cancelled_first: WaitQueue[str] = WaitQueue()
+    reused: list[tuple[bool, bool]] = []
+
+    async def main() -> None:
+        spares = queue._spare, cancelled_first._spare
+        made: list[Waiter[str]] = []
+        # Two waits, the first made by the dispatch; each woken with its own
+        # grant, in order.
+        results: dict[object, object] = {}
+        async with anyio.create_task_group() as tg:
+            for name in ("a", "b"):
+                tg.start_soon(park_into, queue, name, results)
+                await settle()
+            for value, name in enumerate(("a", "b")):
+                waiter = queue.pop()
+                assert waiter is not None
+                assert waiter.payload == name
+                made.append(waiter)
+                waiter.grant(value)
+        assert results == {"a": 0, "b": 1}
+        # A wait made by the dispatch and cancelled leaves its queue; a
+        # second wait there leaves a spare for the next run.
+        scope = anyio.CancelScope()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(park_cancellably, cancelled_first, "x", scope, results)
+            await settle()
+            first = cancelled_first.parked[0]
+            scope.cancel()
+        assert not cancelled_first
+        await park_one_and_grant(cancelled_first, lambda waiter: None)
+        reused.append((made[0] is spares[0], first is spares[1]))
+
+    runs = run_on_every_backend_in_turn(main)
+    # Trio's run on another thread, and the Trio run after it, reuse the
+    # waiters the Trio run before left (the test's point).
+    if "trio" in runs:
+        assert reused.count((True, True)) >= 2
+
+
 class _OwnFuture(asyncio.Future[Any]):
     """The future class of a loop that makes its own."""
 
