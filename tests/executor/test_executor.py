@@ -14,7 +14,12 @@ import anyio.lowlevel
 import pytest
 
 from anyio_prims._core import BUDGET, BUDGET_SIZE, NOT_OPENED, Slot, WaitQueue
-from anyio_prims.executor import Executor, JobCancelled, JoinHandle
+from anyio_prims.executor import (
+    Executor,
+    ExecutorStatistics,
+    JobCancelled,
+    JoinHandle,
+)
 
 from .._tasks import settle
 from .._waiter_count import WAITER_STATS
@@ -1324,6 +1329,58 @@ async def test_jobs_queued_is_right_after_worker_skips_cancelled_entries() -> No
         await settle()  # the worker skipped a and b, runs hold.wait
         assert ex.statistics().jobs_queued == 1
         hold.set()
+
+
+async def test_jobs_cancelled_in_the_queue_do_not_pile_up_and_the_rest_run_once() -> (
+    None
+):
+    # While the workers are busy, jobs cancelled in the queue are dropped
+    # from it once they are most of it (and over 32); the others keep their
+    # order and run once each.
+    gate = anyio.Event()
+    started: list[int] = []
+
+    async def job(i: int) -> int:
+        started.append(i)
+        return i
+
+    async with Executor(max_workers=1) as ex:
+        ex.spawn(gate.wait)  # the only worker is busy
+        await settle()
+        handles = [ex.spawn(job, i) for i in range(100)]
+        for i, handle in enumerate(handles):
+            if i % 5:
+                assert handle.cancel()
+        assert ex.statistics().jobs_queued == 20
+        assert ex.statistics().jobs_pending == 21
+        assert len(ex._queue) - 20 <= 32  # at most 32 cancelled entries kept
+        gate.set()
+        assert [await handle for handle in handles[::5]] == list(range(0, 100, 5))
+    assert started == list(range(0, 100, 5))
+    assert all(handle.cancelled() for i, handle in enumerate(handles) if i % 5)
+
+
+async def test_statistics_count_no_queued_job_after_a_failed_block() -> None:
+    # A job cancelled in the queue, then the block failed (fail_fast): the
+    # exit cancels the other queued jobs, and nothing counts as queued.
+    gate = anyio.Event()
+
+    async def fail_when_let() -> None:
+        await gate.wait()
+        raise ValueError("job")
+
+    with pytest.raises(ExceptionGroup):  # noqa: PT012 (the block under test)
+        async with Executor(max_workers=1, fail_fast=True) as ex:
+            ex.spawn(fail_when_let)  # the only worker is busy
+            await settle()
+            queued = [ex.spawn(noop) for _ in range(3)]
+            assert queued[0].cancel()
+            gate.set()
+            await anyio.sleep_forever()  # cancelled by the failure
+    assert all(handle.cancelled() for handle in queued)
+    assert ex.statistics() == ExecutorStatistics(
+        workers=0, idle_workers=0, jobs_queued=0, jobs_pending=0, max_workers=1
+    )
 
 
 async def test_admitted_submitter_never_takes_the_queue_over_max_queued() -> None:
