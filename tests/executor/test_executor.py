@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import contextvars
 import enum
+import gc
 import math
 import sys
+import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -1381,6 +1383,51 @@ async def test_statistics_count_no_queued_job_after_a_failed_block() -> None:
     assert ex.statistics() == ExecutorStatistics(
         workers=0, idle_workers=0, jobs_queued=0, jobs_pending=0, max_workers=1
     )
+
+
+async def test_statistics_count_no_queued_job_after_a_block_whose_last_job_ran() -> (
+    None
+):
+    # The block closes as its last running job settles, before any worker
+    # skips the job cancelled in the queue: nothing counts as queued then.
+    gate = anyio.Event()
+    async with Executor(max_workers=1) as ex:
+        ex.spawn(gate.wait)  # the only worker is busy
+        await settle()
+        assert ex.spawn(noop).cancel()
+        assert ex.statistics().jobs_queued == 0
+        gate.set()
+    assert ex.statistics() == ExecutorStatistics(
+        workers=0, idle_workers=0, jobs_queued=0, jobs_pending=0, max_workers=1
+    )
+
+
+class Payload:
+    """An argument or a function a job's handle must let go of."""
+
+    async def __call__(self, arg: object) -> str:
+        return "done"
+
+
+@pytest.mark.parametrize("how", ["succeeded", "cancelled_in_queue"])
+async def test_a_settled_jobs_handle_keeps_neither_its_function_nor_its_arguments(
+    how: str,
+) -> None:
+    gate = anyio.Event()
+    fn, arg = Payload(), Payload()
+    fn_ref, arg_ref = weakref.ref(fn), weakref.ref(arg)
+    async with Executor(max_workers=1) as ex:
+        ex.spawn(gate.wait)  # the only worker is busy
+        await settle()
+        handle = ex.spawn(fn, arg)
+        del fn, arg
+        if how == "cancelled_in_queue":
+            assert handle.cancel()
+        gate.set()
+    assert handle.done()  # the handle is still alive
+    gc.collect()
+    assert fn_ref() is None
+    assert arg_ref() is None
 
 
 async def test_admitted_submitter_never_takes_the_queue_over_max_queued() -> None:
