@@ -44,6 +44,7 @@ from anyio_prims import (
     oneshot,
     spmc,
 )
+from anyio_prims._core import WaitQueue
 from anyio_prims._core import current_task as current_task_object
 
 from ._tasks import settle
@@ -378,6 +379,35 @@ async def test_a_primitive_keeps_no_task_that_waited_in_it(kind: str) -> None:
     assert tasks
     assert [ref() for ref in tasks] == [None] * len(tasks)
     del primitive
+
+
+async def test_a_cancelled_waiter_still_in_its_queue_keeps_no_task() -> None:
+    # Cancelled behind a live waiter, it stays in the queue until it reaches
+    # the head or the queue is compacted (lazy removal): its task, done by
+    # then, must not be kept alive by it.
+    queue: WaitQueue[str] = WaitQueue()
+    tasks: list[weakref.ref[object]] = []
+    scope = anyio.CancelScope()
+
+    async def park_then_cancelled() -> None:
+        tasks.append(weakref.ref(current_task_object()))
+        with scope:
+            await queue.park("cancelled")
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(queue.park, "head")
+        await _all_parked(lambda: len(queue))
+        tg.start_soon(park_then_cancelled)
+        await _all_parked(lambda: len(queue), 2)
+        scope.cancel()
+        await settle()
+        assert len(queue.parked) == 2  # still queued, abandoned
+        assert len(queue) == 1
+        gc.collect()
+        assert [ref() for ref in tasks] == [None]
+        head = queue.pop()
+        assert head is not None
+        head.grant()
 
 
 # -- the executor ---------------------------------------------------------------
