@@ -29,7 +29,8 @@ Usage (``nox -s mutation -- ARGS`` runs it with the test dependencies)::
         -- tests/test_lock.py tests/test_semaphore.py
 
 Options: ``--ops del,cmp`` (default: all four), ``--lines 100-200`` (only
-mutants starting on those lines).  Set ``ANYIO_PRIMS_BACKENDS`` or
+mutants starting on those lines), ``--test-limit 15`` (seconds a test may
+take, default 60: lower it where many mutants hang).  Set ``ANYIO_PRIMS_BACKENDS`` or
 ``ANYIO_PRIMS_WAITER`` to narrow the tests' backends or force a waiter.
 """
 
@@ -52,7 +53,8 @@ REPO = Path(__file__).resolve().parent.parent
 KINDS = ("del", "cmp", "bool", "not")
 #: Seconds one test may take before pytest-timeout ends the run and the
 #: mutant counts as killed: a mutant can deadlock a primitive, and a test
-#: that hangs fails.  A test of this suite takes seconds at most.
+#: that hangs fails.  A test of this suite takes seconds at most
+#: (``--test-limit`` sets it lower where many mutants hang).
 TEST_LIMIT = 60
 #: Seconds one whole pytest run may take, the same way.
 RUN_LIMIT = 900
@@ -200,9 +202,11 @@ def _copy_repository(into: Path) -> Path:
     return copy
 
 
-def _run(copy: Path, pytest_args: list[str]) -> tuple[str, float, str]:
+def _run(
+    copy: Path, pytest_args: list[str], test_limit: float = TEST_LIMIT
+) -> tuple[str, float, str]:
     cmd = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider"]
-    cmd += [f"--timeout={TEST_LIMIT}", "--timeout-method=thread"]
+    cmd += [f"--timeout={test_limit}", "--timeout-method=thread"]
     started = time.perf_counter()
     try:
         done = subprocess.run(
@@ -250,6 +254,12 @@ def main() -> None:
     parser.add_argument("--out", required=True, help="JSON-lines results (resumed)")
     parser.add_argument("--ops", default=",".join(KINDS), help="kinds, comma-separated")
     parser.add_argument("--lines", help="only mutants starting on lines A-B")
+    parser.add_argument(
+        "--test-limit",
+        type=float,
+        default=TEST_LIMIT,
+        help=f"seconds one test may take (default {TEST_LIMIT})",
+    )
     args = parser.parse_args(argv[:split])
     pytest_args = [_in_copy(arg) for arg in argv[split + 1 :]]
     if not pytest_args:
@@ -298,7 +308,7 @@ def main() -> None:
             sys.exit(f"the tests pass without {module}: they do not test it")
         for site in todo:
             target.write_text(mutant_source(source, site), encoding="utf-8")
-            outcome, seconds, last_line = _run(copy, pytest_args)
+            outcome, seconds, last_line = _run(copy, pytest_args, args.test_limit)
             record = {
                 "site": site.key(),
                 "text": site.text[:100],
