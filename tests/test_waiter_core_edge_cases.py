@@ -152,27 +152,3 @@ async def test_a_single_side_call_made_before_a_cancelled_one_runs_stays_parked(
     await first.finished.wait()
     assert first.outcome == "cancelled"
     assert got == ["x"]
-
-
-@pytest.mark.parametrize("structure", ["queue", "slot"])
-async def test_park_calls_on_error_when_the_waiter_is_failed(structure: str) -> None:
-    from anyio_prims._core import Slot
-
-    q: Any = WaitQueue() if structure == "queue" else Slot()
-    calls: list[str] = []
-    outcome: list[BaseException] = []
-
-    async def parker() -> None:
-        try:
-            await q.park("p", None, lambda: calls.append("on_error"))
-        except RuntimeError as exc:
-            outcome.append(exc)
-
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(parker)
-        await settle()
-        waiter = q.pop()
-        assert waiter is not None
-        waiter.fail(RuntimeError("failed"))
-    assert calls == ["on_error"]
-    assert [str(e) for e in outcome] == ["failed"]

@@ -411,7 +411,6 @@ class Parking(Generic[P]):
         self,
         payload: P,
         give_back: Callable[[Any], None] | None = None,
-        on_error: Callable[[], None] | None = None,
     ) -> Any:
         """Park the current task here until it is granted or failed.
 
@@ -422,11 +421,6 @@ class Parking(Generic[P]):
         called and the cancellation propagates; with ``give_back=None`` the
         grant stands, ``park`` returns it, and the cancellation is re-armed
         for the task's next checkpoint.  A Slot must be empty.
-
-        ``on_error()``, if given, is called just before ``park`` raises (the
-        primitive's "let whoever can proceed in" step, which a waiter that
-        leaves may have been holding back); passing it saves the caller a
-        ``try`` block and a coroutine frame of its own.
         """
         waiter = self.enqueue(payload)
         try:
@@ -434,8 +428,6 @@ class Parking(Generic[P]):
         except BaseException as exc:
             if self._interrupted(waiter, exc, give_back):
                 return waiter.value
-            if on_error is not None:
-                on_error()
             raise
         BUDGET.left = BUDGET_SIZE  # woken: a schedule point (module comment)
         value = waiter.value
@@ -443,8 +435,6 @@ class Parking(Generic[P]):
         waiter.payload = waiter.value = None  # type: ignore[assignment]
         self._spare = waiter
         if waiter.state is FAILED:
-            if on_error is not None:
-                on_error()
             try:
                 raise value
             finally:

@@ -146,8 +146,9 @@ class BatchSemaphore(CopiedWhole):
             self._value -= n
             return
         if self._must_wait(n):
-            # WaitQueue.park(n, self._give_back, self._grant_waiters)
-            # inlined: no coroutine frame between this call and the wait.
+            # WaitQueue.park(n, self._give_back) inlined, with the waiters
+            # behind let in on the way out (_leave_and_raise, and after a
+            # failure): no coroutine frame between this call and the wait.
             waiters = self._waiters
             if waiters is NOT_OPENED:
                 waiters = self._open_waiters()
