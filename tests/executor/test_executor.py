@@ -158,6 +158,20 @@ async def test_spawn_many_hands_jobs_to_idle_workers() -> None:
         assert [await h for h in handles] == [2 * i for i in range(idle)]
 
 
+async def test_spawn_many_of_fewer_jobs_than_idle_workers_starts_no_worker() -> None:
+    async with Executor() as ex:
+        gate = anyio.Event()
+        ex.spawn_many(gate.wait, [()] * 3)  # three workers
+        await settle()
+        gate.set()
+        await settle()
+        assert ex.statistics().idle_workers == 3
+        handles = ex.spawn_many(double, [(1,), (2,)])
+        stats = ex.statistics()
+        assert (stats.workers, stats.idle_workers, stats.jobs_queued) == (3, 1, 0)
+        assert [await h for h in handles] == [2, 4]
+
+
 async def test_recursive_spawn_and_await_tree_completes() -> None:
     async def tree(depth: int) -> int:
         if depth == 0:
@@ -792,13 +806,28 @@ async def test_jobs_run_in_their_workers_context_as_docs_say() -> None:
         var.reset(token)
 
 
-async def test_spawn_while_cancelling_returns_cancelled_handle() -> None:
+async def test_spawn_and_spawn_many_while_cancelling_return_cancelled_handles() -> None:
+    ran: list[int] = []
+
+    async def record(i: int) -> None:
+        ran.append(i)
+
+    checked = False
     with pytest.raises(ExceptionGroup):  # noqa: PT012 (the block under test)
         async with Executor(fail_fast=True) as ex:
-            ex.spawn(fail, "x")
-            await anyio.wait_all_tasks_blocked()
-            late = ex.spawn(double, 1)
-            assert late.cancelled()
+            # Shielded: the failure cancels the body too, at its next
+            # checkpoint, and the spawns must come after the failure.
+            with anyio.CancelScope(shield=True):
+                ex.spawn(fail, "x")
+                await anyio.wait_all_tasks_blocked()
+                late = ex.spawn(record, 1)
+                assert late.cancelled()
+                many = ex.spawn_many(record, [(2,), (3,)])
+                assert [handle.cancelled() for handle in many] == [True, True]
+                assert ex.statistics().jobs_pending == 0
+                checked = True
+    assert checked
+    assert ran == []
 
 
 async def test_cancelling_the_enclosing_scope_cancels_every_job() -> None:
@@ -1215,6 +1244,9 @@ async def test_spawn_of_non_callable_raises_type_error() -> None:
     async with Executor() as ex:
         with pytest.raises(TypeError, match="fn"):
             ex.spawn(42)  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match="fn"):
+            ex.spawn_many(42, [(1,)])  # type: ignore[arg-type]
+        assert ex.statistics().jobs_pending == 0
 
 
 # -- asyncio's own cancellation sources -------------------------------------------
