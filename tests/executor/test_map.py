@@ -203,6 +203,15 @@ async def test_map_rejects_non_iterable() -> None:
             ex.map(double, [], window=0)
 
 
+async def test_map_rejects_a_non_callable_fn_and_a_non_bool_ordered() -> None:
+    async with Executor() as ex:
+        with pytest.raises(TypeError, match="fn"):
+            ex.map(42, [1])  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match="ordered"):
+            ex.map(double, [1], ordered=1)  # type: ignore[arg-type]
+        assert ex.statistics().jobs_pending == 0
+
+
 async def _blocked_until(release: anyio.Event, x: int) -> int:
     await release.wait()
     return x
