@@ -431,6 +431,50 @@ async def test_cancel_before_start_means_job_never_runs() -> None:
         await handle
 
 
+async def test_a_job_cancelled_once_handed_to_an_idle_worker_never_runs() -> None:
+    # Handed over (the idle worker is woken with it) and cancelled before
+    # the worker's task runs: the worker skips it.
+    ran: list[str] = []
+
+    async def job() -> None:
+        ran.append("job")
+
+    async with Executor(1) as ex:
+        await ex.spawn(double, 1)  # the worker is now idle
+        await settle()
+        assert ex.statistics().idle_workers == 1
+        handle = ex.spawn(job)
+        assert ex.statistics().idle_workers == 0  # handed over
+        assert handle.cancel() is True
+        assert handle.cancelled()
+        await settle()
+        assert ex.statistics().idle_workers == 1
+    assert ran == []
+
+
+async def test_a_worker_running_jobs_that_never_block_lets_other_tasks_run() -> None:
+    # A worker takes queued jobs one after another without parking; it
+    # reaches a schedule point at least once every BUDGET_SIZE jobs.
+    done = 0
+
+    async def job() -> None:
+        nonlocal done
+        done += 1
+
+    total = 20 * BUDGET_SIZE
+    seen: list[int] = []
+    async with Executor(1) as ex:
+        ex.spawn_many(job, [()] * total)
+        while done < total:
+            await anyio.lowlevel.checkpoint()
+            seen.append(done)
+    # Between two turns of this task the worker ran a budget's worth of jobs,
+    # or two (Trio runs a batch of tasks in random order: the worker may run
+    # last in one batch and first in the next).
+    steps = [b - a for a, b in zip([0, *seen], seen, strict=False)]
+    assert max(steps) <= 2 * BUDGET_SIZE
+
+
 async def test_cancel_running_job_raises_job_cancelled() -> None:
     async with Executor() as ex:
         handle = ex.spawn(sleep_forever)
