@@ -628,6 +628,52 @@ async def test_a_fail_fast_consumer_going_on_after_the_error_is_cancelled(
     assert [repr(e) for e in info.value.exceptions] == ["ValueError('zero')"]
 
 
+async def _one_fails_the_rest_block(x: int) -> None:
+    if x == 1:
+        await anyio.lowlevel.checkpoint()  # fails while the consumer waits
+        raise ValueError("one")
+    await anyio.sleep(math.inf)
+
+
+async def test_a_fail_fast_consumer_waiting_for_a_queued_job_is_cancelled() -> None:
+    # The consumer waits for the map's job, queued behind one that fails:
+    # fail_fast settles the queued job as cancelled, waking the consumer,
+    # and then cancels the body.  On Trio the consumer is woken before its
+    # cancellation arrives; the cancellation still comes out of __anext__,
+    # not the job's JobCancelled (which would join the exit's group).
+    async def fails_once_all_wait() -> None:
+        await anyio.wait_all_tasks_blocked()
+        raise ValueError("first")
+
+    with pytest.raises(ExceptionGroup) as info:  # noqa: PT012 (the block under test)
+        async with Executor(1, fail_fast=True) as ex:
+            ex.spawn(fails_once_all_wait)  # the only worker is busy
+            async for _ in ex.map(double, [0]):
+                pass  # pragma: no cover - the job never runs
+    assert [repr(e) for e in info.value.exceptions] == ["ValueError('first')"]
+
+
+async def test_a_shielded_consumer_gets_each_cancelled_job_once_in_order() -> None:
+    # The same, with the consumer shielded from the body's cancellation: the
+    # head job it waited for comes out as JobCancelled, once, and then each
+    # later job in input order.
+    outcomes: list[str] = []
+    with pytest.raises(ExceptionGroup):  # noqa: PT012 (the block under test)
+        async with Executor(4, fail_fast=True) as ex:
+            with anyio.CancelScope(shield=True):
+                results = ex.map(_one_fails_the_rest_block, range(4))
+                while True:
+                    try:
+                        await results.__anext__()
+                    except JobCancelled:
+                        outcomes.append("cancelled")
+                    except ValueError as exc:
+                        outcomes.append(str(exc))
+                    except StopAsyncIteration:
+                        break
+    assert outcomes == ["cancelled", "one", "cancelled", "cancelled"]
+
+
 async def test_a_map_used_after_the_exit_reads_no_item_of_its_input() -> None:
     source = iter(range(10))
     async with Executor() as ex:
