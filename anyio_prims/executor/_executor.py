@@ -386,8 +386,6 @@ class Executor:
 
     def _errors(self) -> list[BaseException]:
         errors = [job._value for job in self._failed if not job._retrieved]
-        for job in self._failed:
-            job._retrieved = True
         self._failed.clear()  # job -> executor -> job: no cycle left behind
         trigger = self._trigger
         self._trigger = None  # its traceback may keep a worker's frame, and self
