@@ -98,8 +98,9 @@ def test_a_cancelled_wait_gives_its_slot_back_when_it_is_the_last() -> None:
         limiter = RateLimiter(1.0)
         t0 = trio.current_time()
         await limiter.wait()  # the slot at t0
-        with trio.move_on_after(0.5):
+        with trio.move_on_after(0.5) as moved_on:
             await limiter.wait()  # the slot at t0 + 1: given up at t0 + 0.5
+        assert moved_on.cancelled_caught  # the wait raised the cancellation
         await limiter.wait()  # gets t0 + 1 again
         t1 = trio.current_time()
         given_up = trio.CancelScope()
@@ -116,6 +117,7 @@ def test_a_cancelled_wait_gives_its_slot_back_when_it_is_the_last() -> None:
             nursery.start_soon(limiter.wait)  # t0 + 3
             await trio.testing.wait_all_tasks_blocked()
             given_up.cancel()
+        assert given_up.cancelled_caught
         await limiter.wait()  # t0 + 4
         return [t1 - t0, trio.current_time() - t0]
 
