@@ -263,6 +263,22 @@ async def test_a_map_closed_by_another_task_ends_its_consumer_s_iteration(
     assert outcome == ["ended"]
 
 
+async def test_a_map_closed_as_its_head_job_returns_delivers_nothing_more() -> None:
+    # The consumer waits for the head job, which closes the map and then
+    # returns (no checkpoint between, so the close cannot cancel it): once
+    # closed, the map delivers nothing, that result included.
+    async def job(x: int) -> int:
+        results.close()
+        return x
+
+    outcome: list[object] = []
+    async with Executor(1) as ex:
+        results = ex.map(job, range(4))
+        outcome.extend([r async for r in results])
+        outcome.append("ended")
+    assert outcome == ["ended"]
+
+
 async def _fail_with_value_error(ex: Executor) -> int:
     raise ValueError("job 1 failed")
 
