@@ -600,6 +600,46 @@ async def test_an_unordered_map_s_finished_jobs_leave_no_reference_cycle() -> No
     assert cycles == []
 
 
+def _input_failing_at_2() -> Iterator[int]:
+    yield 0
+    yield 1
+    raise KeyError(2)
+
+
+@pytest.mark.parametrize("ready", [True, False], ids=["ready", "awaited"])
+async def test_a_map_raising_a_job_s_or_the_input_s_error_leaves_no_reference_cycle(
+    ready: bool,
+) -> None:
+    # __anext__ raises a job's error (a result ready, or one it waited for)
+    # and then the input's: the traceback keeps its frame, which must hold
+    # no handle and no error by then.
+    async def fail_at_1(x: int) -> int:
+        if x == 1:
+            if ready:
+                await anyio.lowlevel.checkpoint()
+            else:  # fails once the consumer waits for it
+                await anyio.wait_all_tasks_blocked()
+            raise ValueError(x)
+        return x
+
+    async def run() -> None:
+        async with Executor() as executor:
+            results = executor.map(fail_at_1, _input_failing_at_2())
+            assert await results.__anext__() == 0
+            if ready:
+                await anyio.wait_all_tasks_blocked()  # job 1 has failed
+            with pytest.raises(ValueError, match="1"):
+                await results.__anext__()
+            with pytest.raises(KeyError, match="2"):
+                await results.__anext__()
+
+    await run()
+    with library_cycles() as cycles:
+        for _ in range(3):
+            await run()
+    assert cycles == []
+
+
 async def test_a_busy_worker_keeps_no_result_of_its_previous_job() -> None:
     class Result:
         pass
