@@ -387,11 +387,14 @@ async def test_a_cancelled_waiter_still_in_its_queue_keeps_no_task() -> None:
     # then, must not be kept alive by it.
     queue: WaitQueue[str] = WaitQueue()
     tasks: list[weakref.ref[object]] = []
-    scope = anyio.CancelScope()
+    # The scope is made in the task and let go before the check: an entered
+    # CancelScope keeps its task (anyio 4.6 after the exit too).
+    scopes: list[anyio.CancelScope] = []
 
     async def park_then_cancelled() -> None:
         tasks.append(weakref.ref(current_task_object()))
-        with scope:
+        with anyio.CancelScope() as scope:
+            scopes.append(scope)
             await queue.park("cancelled")
 
     async with anyio.create_task_group() as tg:
@@ -399,7 +402,7 @@ async def test_a_cancelled_waiter_still_in_its_queue_keeps_no_task() -> None:
         await _all_parked(lambda: len(queue))
         tg.start_soon(park_then_cancelled)
         await _all_parked(lambda: len(queue), 2)
-        scope.cancel()
+        scopes.pop().cancel()
         await settle()
         assert len(queue.parked) == 2  # still queued, abandoned
         assert len(queue) == 1
