@@ -15,7 +15,8 @@ repository, never in the checkout itself, and the copy's package is the one
 the tests import (checked before the first run).  The module is rewritten
 with ``ast.unparse``, so the unchanged rewrite must pass first; then one
 pytest run per mutant, stopping at the first failure (``-x``).  A test that
-runs longer than 60 s fails (a mutant may deadlock a primitive).
+runs longer than the test limit (60 s unless given) fails: a mutant may
+deadlock a primitive.
 
 A survivor is a change no test notices.  Some are *equivalent*: they change
 only speed (a fast path skipped, a waiter not recycled) or code that cannot
@@ -30,8 +31,9 @@ Usage (``nox -s mutation -- ARGS`` runs it with the test dependencies)::
 
 Options: ``--ops del,cmp`` (default: all four), ``--lines 100-200`` (only
 mutants starting on those lines), ``--test-limit 15`` (seconds a test may
-take, default 60: lower it where many mutants hang).  Set ``ANYIO_PRIMS_BACKENDS`` or
-``ANYIO_PRIMS_WAITER`` to narrow the tests' backends or force a waiter.
+take, default 60: lower it where many mutants hang).  Set
+``ANYIO_PRIMS_BACKENDS`` or ``ANYIO_PRIMS_WAITER`` to narrow the tests'
+backends or force a waiter.
 """
 
 from __future__ import annotations
@@ -304,7 +306,7 @@ def main() -> None:
         # And the tests must notice this module at all: one that cannot be
         # imported fails them, or every mutant would survive.
         target.write_text('raise ImportError("mutation.py: is this tested?")\n')
-        if _run(copy, pytest_args)[0] == "survived":
+        if _run(copy, pytest_args, args.test_limit)[0] == "survived":
             sys.exit(f"the tests pass without {module}: they do not test it")
         for site in todo:
             target.write_text(mutant_source(source, site), encoding="utf-8")

@@ -670,9 +670,10 @@ async def test_a_fail_fast_consumer_waiting_for_a_queued_job_is_cancelled() -> N
 
 
 async def test_a_shielded_consumer_gets_each_cancelled_job_once_in_order() -> None:
-    # The same, with the consumer shielded from the body's cancellation: the
-    # head job it waited for comes out as JobCancelled, once, and then each
-    # later job in input order.
+    # The consumer waits for job 0 when job 1 fails; it is shielded from the
+    # body's cancellation that fail_fast makes, so the head job it waited
+    # for comes out as JobCancelled, once, and then each later job in input
+    # order.
     outcomes: list[str] = []
     with pytest.raises(ExceptionGroup):  # noqa: PT012 (the block under test)
         async with Executor(4, fail_fast=True) as ex:
