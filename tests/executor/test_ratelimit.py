@@ -6,7 +6,7 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from anyio_prims.executor import Executor
+from anyio_prims.executor import Executor, JoinHandle
 
 
 async def _record_starts(n: int, rate: float, max_workers: int | None) -> list[float]:
@@ -124,3 +124,40 @@ def test_a_cancelled_wait_gives_its_slot_back_when_it_is_the_last() -> None:
     # trio.run, not anyio.run (see above).
     times = trio.run(main, clock=MockClock(autojump_threshold=0))
     assert [round(t, 9) for t in times] == [1.0, 4.0]
+
+
+@pytest.mark.anyio
+async def test_a_job_cancelled_as_its_slot_sleep_ends_leaves_the_next_job_running(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The cancel lands after the worker's sleep for the slot has ended but
+    # before the worker resumes (the sleep returns, the scope is cancelled):
+    # the worker must take a fresh cancel scope for the next job rather than
+    # run it in the cancelled one.  Timing that on a real clock cannot be
+    # forced, so the limiter's wait cancels the job itself after sleeping.
+    from anyio_prims.executor._ratelimit import RateLimiter
+
+    handles: list[JoinHandle[int]] = []
+    real_wait = RateLimiter.wait
+    waits = 0
+
+    async def wait(self: RateLimiter) -> None:
+        nonlocal waits
+        waits += 1
+        await real_wait(self)
+        if waits == 2:
+            assert handles[1].cancel()
+
+    monkeypatch.setattr(RateLimiter, "wait", wait)
+
+    async def job(i: int) -> int:
+        await anyio.lowlevel.checkpoint()
+        return i
+
+    with anyio.fail_after(5):
+        async with Executor(1, max_per_second=1000.0) as ex:
+            handles.extend(ex.spawn(job, i) for i in range(3))
+    assert waits == 3
+    assert handles[0].result() == 0
+    assert handles[1].cancelled()
+    assert handles[2].result() == 2
