@@ -643,6 +643,80 @@ async def test_a_map_raising_a_job_s_or_the_input_s_error_leaves_no_reference_cy
     assert cycles == []
 
 
+async def _worker_keeps(
+    cancel_second: Callable[[JoinHandle[None]], Awaitable[None]],
+    max_per_second: float | None = None,
+) -> tuple[BaseException | None, weakref.ref[JoinHandle[None]]]:
+    """Run a failing job, then one cancelled by ``cancel_second``, on one worker.
+
+    Returns the first job's error, whose traceback keeps the worker's frame
+    (its ``f_back``, on 3.12+), and a reference to the second job's handle,
+    which the worker leaves its scope with: the frame must not keep it.
+    """
+
+    async def job() -> None:
+        await anyio.sleep_forever()
+
+    async with Executor(1, max_per_second=max_per_second) as executor:
+        failed = executor.spawn(_fail, 1)
+        second = executor.spawn(job)
+        await cancel_second(second)
+        error = await _error_of(failed)
+        while not second.done():
+            await anyio.lowlevel.checkpoint()
+        assert second.cancelled()
+        ref = weakref.ref(second)
+        del failed, second
+    return error, ref
+
+
+async def _error_of(handle: JoinHandle[None]) -> BaseException | None:
+    while not handle.done():
+        await anyio.lowlevel.checkpoint()
+    return handle.exception()
+
+
+async def test_a_worker_left_by_a_job_s_cancellation_keeps_no_handle() -> None:
+    async def cancel_while_it_runs(second: JoinHandle[None]) -> None:
+        await anyio.wait_all_tasks_blocked()
+        assert second.cancel()
+
+    error, ref = await _worker_keeps(cancel_while_it_runs)
+    gc.collect()
+    assert isinstance(error, ValueError)
+    assert ref() is None
+
+
+async def test_a_worker_whose_job_is_cancelled_as_its_slot_sleep_ends_keeps_no_handle(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The cancel lands after the sleep for the second job's start slot has
+    # ended, before the worker resumes (the limiter's wait does it).
+    from anyio_prims.executor._ratelimit import RateLimiter
+
+    real_wait = RateLimiter.wait
+    to_cancel: list[JoinHandle[None]] = []
+    waits = 0
+
+    async def wait(self: RateLimiter) -> None:
+        nonlocal waits
+        waits += 1
+        await real_wait(self)
+        if waits == 2:
+            assert to_cancel.pop().cancel()
+
+    monkeypatch.setattr(RateLimiter, "wait", wait)
+
+    async def cancel_at_its_slot(second: JoinHandle[None]) -> None:
+        to_cancel.append(second)
+
+    error, ref = await _worker_keeps(cancel_at_its_slot, max_per_second=1000.0)
+    gc.collect()
+    assert waits == 2
+    assert isinstance(error, ValueError)
+    assert ref() is None
+
+
 async def test_a_busy_worker_keeps_no_result_of_its_previous_job() -> None:
     class Result:
         pass
