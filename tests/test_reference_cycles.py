@@ -717,6 +717,66 @@ async def test_a_worker_whose_job_is_cancelled_as_its_slot_sleep_ends_keeps_no_h
     assert ref() is None
 
 
+@pytest.mark.parametrize("ordered", [True, False], ids=["ordered", "unordered"])
+async def test_a_closed_map_keeps_no_result_of_its_undelivered_jobs(
+    ordered: bool,
+) -> None:
+    # Jobs 1 and 2 finish while the consumer holds job 0's result; the map
+    # is closed with them undelivered and kept by its user: it must let go
+    # of their handles, which keep the results.
+    class Result:
+        pass
+
+    refs: list[weakref.ref[Result]] = []
+
+    async def job(x: int) -> Result:
+        result = Result()
+        refs.append(weakref.ref(result))
+        return result
+
+    async with Executor() as executor:
+        results = executor.map(job, range(3), window=3, ordered=ordered)
+        first = await results.__anext__()
+        await anyio.wait_all_tasks_blocked()
+        assert len(refs) == 3
+        del first
+        await results.aclose()
+        gc.collect()
+        assert [ref() for ref in refs] == [None, None, None]
+        del results
+
+
+async def test_a_closed_map_keeps_no_result_of_a_job_that_outlived_its_cancel() -> None:
+    # An unordered map closed while its job runs cancels the job, which
+    # shields itself and returns a result after the close: nothing is left
+    # to deliver it to, so the map must not keep the job's handle.
+    class Result:
+        pass
+
+    refs: list[weakref.ref[Result]] = []
+    release = anyio.Event()
+
+    async def job(x: int) -> Result:
+        with anyio.CancelScope(shield=True):
+            await release.wait()
+        result = Result()
+        refs.append(weakref.ref(result))
+        return result
+
+    async with Executor() as executor:
+        results = executor.map(job, range(1), ordered=False)
+        with anyio.move_on_after(0.01):
+            await results.__anext__()  # reads the input, spawns the job
+        await results.aclose()
+        release.set()
+        while not refs:
+            await anyio.lowlevel.checkpoint()
+        await anyio.wait_all_tasks_blocked()
+        gc.collect()
+        assert refs[0]() is None
+        del results
+
+
 async def test_a_busy_worker_keeps_no_result_of_its_previous_job() -> None:
     class Result:
         pass
