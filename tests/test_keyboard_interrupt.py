@@ -538,12 +538,12 @@ def test_a_ctrl_c_in_a_worker_between_taking_a_job_and_starting_it_loses_no_job(
 
 
 FIRST_USE = """
-import signal, sys
+import math, signal, sys
 signal.signal(signal.SIGINT, signal.default_int_handler)
 import anyio_prims
 assert "trio" not in sys.modules, "Trio must be imported after the library"
 import trio
-from anyio_prims import BatchSemaphore, Executor, Semaphore
+from anyio_prims import BatchSemaphore, Executor, Semaphore, mpsc
 sys.path.insert(0, sys.argv[1])
 from test_keyboard_interrupt import CtrlCAt
 
@@ -574,10 +574,27 @@ async def acquire(sem, method, line):
             return
     await checkpoints_after(watch)
 
+async def channel():
+    # A channel made after Trio's import marks nothing, nor do its budgeted
+    # sends: the first call that asks Trio for anything is the budget's
+    # checkpoint, within 64 sends, and from then on a send is protected.
+    send, receive = mpsc.channel(math.inf)
+    for i in range(100):
+        await send.send(i)
+    with CtrlCAt(type(send).send, "state = self._state") as watch:
+        try:
+            await send.send(100)
+        except KeyboardInterrupt:
+            print("interrupted inside the call")
+            return
+    await checkpoints_after(watch)
+
 async def main():
     # The library's first call on Trio comes first in each.
     if sys.argv[2] == "spawn":
         await spawn()
+    elif sys.argv[2] == "channel":
+        await channel()
     elif sys.argv[2] == "BatchSemaphore":
         await acquire(BatchSemaphore(1), BatchSemaphore.acquire, "self._value -= n")
     else:
@@ -588,7 +605,9 @@ trio.run(main)
 """
 
 
-@pytest.mark.parametrize("first_call", ["spawn", "BatchSemaphore", "Semaphore"])
+@pytest.mark.parametrize(
+    "first_call", ["spawn", "BatchSemaphore", "Semaphore", "channel"]
+)
 def test_the_first_call_on_trio_is_protected_when_trio_came_after_the_library(
     first_call: str,
 ) -> None:
@@ -597,7 +616,10 @@ def test_the_first_call_on_trio_is_protected_when_trio_came_after_the_library(
     # for nothing: an Executor.spawn before any wait or checkpoint, or a
     # budgeted acquire of a semaphore just made (whose wait queue, made
     # only when a task parks, does not mark the library's code).  A
-    # process of its own: the marking is done once per process.
+    # channel is the exception the docs name: neither making one nor its
+    # budgeted calls mark anything, so its sends are protected from its
+    # first checkpoint on.  A process of its own: the marking is done once
+    # per process.
     done = subprocess.run(
         [sys.executable, "-c", FIRST_USE, os.path.dirname(__file__), first_call],
         capture_output=True,
