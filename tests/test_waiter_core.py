@@ -872,11 +872,6 @@ async def test_every_wait_counts_one_waiter_made_or_recycled() -> None:
             assert WAITER_STATS.created == before + 1
 
 
-async def test_running_backend_names_the_waiter_in_use(anyio_backend_name: str) -> None:
-    expected = "generic" if core.FORCE_GENERIC else anyio_backend_name
-    assert core.running_backend() == expected
-
-
 async def test_park_works_through_every_waiter_kind(
     anyio_backend_name: str,
 ) -> None:

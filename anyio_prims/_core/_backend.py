@@ -43,10 +43,6 @@ if _WAITER_ENV not in ("", "native", "generic"):
 #: ``True`` when ``ANYIO_PRIMS_WAITER=generic`` forces AnyIO's public API.
 FORCE_GENERIC: Final = _WAITER_ENV == "generic"
 
-ASYNCIO: Final = "asyncio"
-TRIO: Final = "trio"
-GENERIC: Final = "generic"
-
 
 _trio_lowlevel: types.ModuleType | None = None
 
@@ -111,17 +107,6 @@ def asyncio_loop() -> asyncio.AbstractEventLoop | None:
     ):
         return loop
     return None
-
-
-def running_backend() -> str:
-    """Name the waiter implementation for the running event loop."""
-    if FORCE_GENERIC:
-        return GENERIC
-    if asyncio_loop() is not None:
-        return ASYNCIO
-    if "trio" in sys.modules:
-        return TRIO
-    return GENERIC
 
 
 #: Whether ``asyncio.Future()`` makes a future faster than the loop's
