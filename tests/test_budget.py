@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import AsyncIterator
+import math
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import Any
 
 import anyio
@@ -306,3 +308,110 @@ async def test_strict_mode_makes_every_call_a_cancellation_point() -> None:
     assert scope.cancelled_caught
     assert calls_after_cancel == 1
     assert sem.available_permits == 10
+
+
+def _budgeted_calls() -> dict[str, Callable[[], Callable[[], Awaitable[object]]]]:
+    """Each kind of budgeted call: a maker of a callable that makes exactly
+    one such call (and undoes what it took, with calls that spend nothing)."""
+
+    def batch_semaphore() -> Callable[[], Awaitable[object]]:
+        sem = BatchSemaphore(LIMIT)
+        return sem.acquire
+
+    def lock(cls: Callable[[], Any]) -> Callable[[], Callable[[], Awaitable[None]]]:
+        def make() -> Callable[[], Awaitable[None]]:
+            held = cls()
+
+            async def call() -> None:
+                await held.acquire()
+                held.release()
+
+            return call
+
+        return make
+
+    def send() -> Callable[[], Awaitable[object]]:
+        tx, _rx = mpmc.channel[object](math.inf)
+        return partial(tx.send, "item")
+
+    def receive() -> Callable[[], Awaitable[object]]:
+        tx, rx = mpmc.channel[int](math.inf)
+        for i in range(LIMIT):
+            tx.send_nowait(i)
+        return rx.receive
+
+    def iterate() -> Callable[[], Awaitable[object]]:
+        tx, rx = mpmc.channel[int](math.inf)
+        for i in range(LIMIT):
+            tx.send_nowait(i)
+        return rx.__aiter__().__anext__
+
+    def rwlock(side: str, guard: bool) -> Callable[[], Callable[[], Awaitable[None]]]:
+        def make() -> Callable[[], Awaitable[None]]:
+            rw = RWLock()
+            if guard:
+                block = rw.read if side == "read" else rw.write
+
+                async def enter() -> None:
+                    async with block():
+                        pass
+
+                return enter
+            acquire = rw.acquire_read if side == "read" else rw.acquire_write
+            release = rw.release_read if side == "read" else rw.release_write
+
+            async def call() -> None:
+                await acquire()
+                release()
+
+            return call
+
+        return make
+
+    return {
+        "BatchSemaphore.acquire": batch_semaphore,
+        "Lock(fast_acquire=True).acquire": lock(partial(Lock, fast_acquire=True)),
+        "Semaphore(fast_acquire=True).acquire": lock(
+            partial(Semaphore, 1, fast_acquire=True)
+        ),
+        "async with Semaphore(fast_acquire=True)": _semaphore_block,
+        "send": send,
+        "receive": receive,
+        "async for": iterate,
+        "RWLock.acquire_read": rwlock("read", guard=False),
+        "RWLock.acquire_write": rwlock("write", guard=False),
+        "async with RWLock.read()": rwlock("read", guard=True),
+        "async with RWLock.write()": rwlock("write", guard=True),
+    }
+
+
+def _semaphore_block() -> Callable[[], Awaitable[None]]:
+    sem = Semaphore(1, fast_acquire=True)
+
+    async def call() -> None:
+        async with sem:
+            pass
+
+    return call
+
+
+BUDGETED_CALLS = _budgeted_calls()
+
+
+@pytest.mark.parametrize("kind", list(BUDGETED_CALLS))
+async def test_a_cancelled_loop_raises_at_the_last_call_of_a_full_budget(
+    kind: str,
+) -> None:
+    # From a full budget, the BUDGET_SIZE-th call is the one that goes
+    # through the checkpoint, and no other: with the cancellation pending,
+    # exactly BUDGET_SIZE calls are made, the last of which raises.
+    call = BUDGETED_CALLS[kind]()
+    calls = 0
+    with anyio.CancelScope() as scope:
+        scope.cancel()
+        BUDGET.left = BUDGET_SIZE
+        for _ in range(LIMIT):
+            calls += 1
+            await call()
+    assert scope.cancelled_caught
+    assert calls == BUDGET_SIZE
