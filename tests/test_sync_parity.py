@@ -142,6 +142,35 @@ def test_statistics_before_first_use_match() -> None:
     assert ours.available_tokens == theirs.available_tokens
 
 
+#: The calls that need the current task, made where no event loop runs.
+OUTSIDE_A_LOOP: dict[str, Callable[[SimpleNamespace], object]] = {
+    "Lock.acquire_nowait": lambda ns: ns.Lock().acquire_nowait(),
+    "Lock(fast_acquire=True).acquire_nowait": lambda ns: ns.Lock(
+        fast_acquire=True
+    ).acquire_nowait(),
+    "Lock.release": lambda ns: ns.Lock().release(),
+    "CapacityLimiter.acquire_nowait": lambda ns: ns.CapacityLimiter(1).acquire_nowait(),
+    "CapacityLimiter.release": lambda ns: ns.CapacityLimiter(1).release(),
+    "Condition.acquire_nowait": lambda ns: ns.Condition().acquire_nowait(),
+    "Condition.notify": lambda ns: ns.Condition().notify(),
+    "Condition.release": lambda ns: ns.Condition().release(),
+}
+
+
+@pytest.mark.parametrize("call", list(OUTSIDE_A_LOOP))
+def test_a_call_that_needs_the_task_raises_anyio_s_error_outside_a_loop(
+    call: str,
+) -> None:
+    # AnyIO's error for "no event loop runs" (NoEventLoopError, a
+    # RuntimeError), with Trio imported, as in this process; the test
+    # without Trio checks the other branch.
+    with pytest.raises(RuntimeError) as theirs:
+        OUTSIDE_A_LOOP[call](ANYIO)
+    with pytest.raises(RuntimeError) as ours:
+        OUTSIDE_A_LOOP[call](OURS)
+    assert type(ours.value) is type(theirs.value)
+
+
 @pytest.mark.parametrize(
     ("args", "kwargs"),
     [(("1",), {}), ((-1,), {}), ((1,), {"max_value": "2"}), ((2,), {"max_value": 1})],

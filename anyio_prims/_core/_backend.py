@@ -247,11 +247,45 @@ _GENERIC_TRIO_TAKE_CHECKPOINTS: Final = (
 _OTHER_TAKE_CHECKPOINTS: Final = (None, checkpoint)
 
 
+def _no_event_loop_error() -> type[RuntimeError]:
+    """What AnyIO raises where a call needs an event loop and none runs:
+    ``anyio.NoEventLoopError`` where AnyIO defines it, else (older AnyIO)
+    sniffio's ``AsyncLibraryNotFoundError``; both are RuntimeErrors."""
+    found: type[RuntimeError] | None = getattr(anyio, "NoEventLoopError", None)
+    if found is not None:
+        return found
+    try:  # pragma: no cover - AnyIO before NoEventLoopError depends on sniffio
+        from sniffio import AsyncLibraryNotFoundError
+    except ImportError:  # pragma: no cover
+        return RuntimeError
+    return AsyncLibraryNotFoundError  # pragma: no cover
+
+
+#: Raised, as AnyIO's classes raise it, by a call that needs the running
+#: task made where no task runs (``Lock().acquire_nowait()`` outside any
+#: event loop).
+NoEventLoopError: Final = _no_event_loop_error()
+
+
+def _no_task() -> RuntimeError:
+    return NoEventLoopError("no task is running: call this from inside an event loop")
+
+
+def _trio_task_or_raise() -> object:
+    # Trio's own error outside a Trio run is a plain RuntimeError.
+    try:
+        return trio_lowlevel().current_task()
+    except RuntimeError:
+        raise _no_task() from None
+
+
 def current_task() -> object:
     """The running task object (asyncio ``Task`` or Trio ``Task``).
 
     About 0.17 us on CPython 3.11 (where ``_get_running_loop`` alone is
     0.09 us), 0.05 us on 3.12.  Hot paths use :func:`task_finder` instead.
+
+    :raises RuntimeError: :data:`NoEventLoopError`, if no task is running
     """
     loop = _get_running_loop()
     if loop is not None:
@@ -260,8 +294,8 @@ def current_task() -> object:
             return task
     if "trio" in sys.modules:
         # Also Trio in guest mode on an asyncio host: a loop, but no task.
-        return trio_lowlevel().current_task()
-    raise RuntimeError("no task is running: call this from inside an event loop")
+        return _trio_task_or_raise()
+    raise _no_task()
 
 
 class TaskMap(Protocol):
@@ -360,7 +394,7 @@ def task_finder() -> tuple[object, TaskMap, object]:
     (:func:`trio_task_dict`), again a dict lookup where
     ``trio.lowlevel.current_task()`` is a Python call.
 
-    :raises RuntimeError: if no task is running
+    :raises RuntimeError: :data:`NoEventLoopError`, if no task is running
     """
     loop = _get_running_loop()
     task = _asyncio_current_task(loop) if loop is not None else None
@@ -371,12 +405,12 @@ def task_finder() -> tuple[object, TaskMap, object]:
             return task, _LOOP_TASKS, loop
         return task, _ANY_TASKS, None  # pragma: no cover - other Pythons
     if "trio" in sys.modules:  # also Trio in guest mode on an asyncio host
-        task = trio_lowlevel().current_task()
+        trio_task = _trio_task_or_raise()
         tasks = trio_task_dict()
-        if tasks is not None and tasks.get("task") is task:
-            return task, tasks, "task"
-        return task, _TRIO_TASKS, None  # pragma: no cover - another Trio
-    raise RuntimeError("no task is running: call this from inside an event loop")
+        if tasks is not None and tasks.get("task") is trio_task:
+            return trio_task, tasks, "task"
+        return trio_task, _TRIO_TASKS, None  # pragma: no cover - another Trio
+    raise _no_task()
 
 
 #: Trio's run context (``trio._core._run.GLOBAL_RUN_CONTEXT``, a
