@@ -271,14 +271,6 @@ def _no_task() -> RuntimeError:
     return NoEventLoopError("no task is running: call this from inside an event loop")
 
 
-def _trio_task_or_raise() -> object:
-    # Trio's own error outside a Trio run is a plain RuntimeError.
-    try:
-        return trio_lowlevel().current_task()
-    except RuntimeError:
-        raise _no_task() from None
-
-
 def current_task() -> object:
     """The running task object (asyncio ``Task`` or Trio ``Task``).
 
@@ -294,7 +286,10 @@ def current_task() -> object:
             return task
     if "trio" in sys.modules:
         # Also Trio in guest mode on an asyncio host: a loop, but no task.
-        return _trio_task_or_raise()
+        try:
+            return trio_lowlevel().current_task()
+        except RuntimeError:  # Trio's own, outside a Trio run
+            raise _no_task() from None
     raise _no_task()
 
 
@@ -405,7 +400,10 @@ def task_finder() -> tuple[object, TaskMap, object]:
             return task, _LOOP_TASKS, loop
         return task, _ANY_TASKS, None  # pragma: no cover - other Pythons
     if "trio" in sys.modules:  # also Trio in guest mode on an asyncio host
-        trio_task = _trio_task_or_raise()
+        try:
+            trio_task = trio_lowlevel().current_task()
+        except RuntimeError:  # Trio's own, outside a Trio run
+            raise _no_task() from None
         tasks = trio_task_dict()
         if tasks is not None and tasks.get("task") is trio_task:
             return trio_task, tasks, "task"
