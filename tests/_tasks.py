@@ -205,6 +205,30 @@ async def assert_schedule_point(
     return result
 
 
+def cancel_as_slot_sleep_ends(
+    monkeypatch: pytest.MonkeyPatch, nth: int, cancel: Callable[[], bool]
+) -> Callable[[], int]:
+    """Make an executor's rate limiter call ``cancel()`` (which must return
+    true) right after its ``nth`` wait for a start slot has slept, before
+    the worker resumes: a cancellation that lands as the slot's sleep ends,
+    which a real clock cannot time.  Returns a function that gives how many
+    waits there have been."""
+    from anyio_prims.executor._ratelimit import RateLimiter
+
+    real_wait = RateLimiter.wait
+    waits = 0
+
+    async def wait(self: RateLimiter) -> None:
+        nonlocal waits
+        waits += 1
+        await real_wait(self)
+        if waits == nth:
+            assert cancel()
+
+    monkeypatch.setattr(RateLimiter, "wait", wait)
+    return lambda: waits
+
+
 def uncancel(task: asyncio.Task[Any]) -> None:
     """Withdraw one ``task.cancel()`` that was handled (3.11+ counts them)."""
     if sys.version_info >= (3, 11):

@@ -47,7 +47,7 @@ from anyio_prims import (
 from anyio_prims._core import WaitQueue
 from anyio_prims._core import current_task as current_task_object
 
-from ._tasks import settle
+from ._tasks import cancel_as_slot_sleep_ends, settle
 
 if sys.version_info < (3, 11):
     from exceptiongroup import (  # type: ignore[import-not-found,unused-ignore]
@@ -692,27 +692,15 @@ async def test_a_worker_whose_job_is_cancelled_as_its_slot_sleep_ends_keeps_no_h
 ) -> None:
     # The cancel lands after the sleep for the second job's start slot has
     # ended, before the worker resumes (the limiter's wait does it).
-    from anyio_prims.executor._ratelimit import RateLimiter
-
-    real_wait = RateLimiter.wait
     to_cancel: list[JoinHandle[None]] = []
-    waits = 0
-
-    async def wait(self: RateLimiter) -> None:
-        nonlocal waits
-        waits += 1
-        await real_wait(self)
-        if waits == 2:
-            assert to_cancel.pop().cancel()
-
-    monkeypatch.setattr(RateLimiter, "wait", wait)
+    waits = cancel_as_slot_sleep_ends(monkeypatch, 2, lambda: to_cancel.pop().cancel())
 
     async def cancel_at_its_slot(second: JoinHandle[None]) -> None:
         to_cancel.append(second)
 
     error, ref = await _worker_keeps(cancel_at_its_slot, max_per_second=1000.0)
     gc.collect()
-    assert waits == 2
+    assert waits() == 2
     assert isinstance(error, ValueError)
     assert ref() is None
 

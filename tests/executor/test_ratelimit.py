@@ -8,6 +8,8 @@ import pytest
 
 from anyio_prims.executor import Executor, JoinHandle
 
+from .._tasks import cancel_as_slot_sleep_ends
+
 
 async def _record_starts(n: int, rate: float, max_workers: int | None) -> list[float]:
     starts: list[float] = []
@@ -135,20 +137,8 @@ async def test_a_job_cancelled_as_its_slot_sleep_ends_leaves_the_next_job_runnin
     # the worker must take a fresh cancel scope for the next job rather than
     # run it in the cancelled one.  Timing that on a real clock cannot be
     # forced, so the limiter's wait cancels the job itself after sleeping.
-    from anyio_prims.executor._ratelimit import RateLimiter
-
     handles: list[JoinHandle[int]] = []
-    real_wait = RateLimiter.wait
-    waits = 0
-
-    async def wait(self: RateLimiter) -> None:
-        nonlocal waits
-        waits += 1
-        await real_wait(self)
-        if waits == 2:
-            assert handles[1].cancel()
-
-    monkeypatch.setattr(RateLimiter, "wait", wait)
+    waits = cancel_as_slot_sleep_ends(monkeypatch, 2, lambda: handles[1].cancel())
 
     async def job(i: int) -> int:
         await anyio.lowlevel.checkpoint()
@@ -157,7 +147,7 @@ async def test_a_job_cancelled_as_its_slot_sleep_ends_leaves_the_next_job_runnin
     with anyio.fail_after(5):
         async with Executor(1, max_per_second=1000.0) as ex:
             handles.extend(ex.spawn(job, i) for i in range(3))
-    assert waits == 3
+    assert waits() == 3
     assert handles[0].result() == 0
     assert handles[1].cancelled()
     assert handles[2].result() == 2
