@@ -31,6 +31,7 @@ class channel(tuple[Sender[T], Receiver[T]]):
     :param strict: make every ``receive`` a checkpoint, as AnyIO does; by
         default a receive that finds the item is a checkpoint only once every
         64 calls
+    :raises TypeError: if ``strict`` is not a bool
     """
 
     def __new__(  # type: ignore[misc]

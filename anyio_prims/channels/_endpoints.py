@@ -447,6 +447,11 @@ class Receiver(ReceiveEndpoint[T_co], Generic[T_co]):
         :raises TypeError: if ``max_items`` is not an int
         :raises ValueError: if ``max_items < 1``
         :raises anyio.EndOfStream: as :meth:`receive`, when no item is left
+        :raises anyio.ClosedResourceError: as :meth:`receive`, if this
+            endpoint is closed
+        :raises anyio.BusyResourceError: as :meth:`receive`, on a receiver
+            of a single-receiver channel (mpsc) that another task is
+            receiving on
         """
         if type(max_items) is not int or max_items < 1:
             check_max_items(max_items)

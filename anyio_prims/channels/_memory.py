@@ -151,6 +151,8 @@ class create_memory_object_stream(
         (an int >= 0, or ``math.inf``)
     :param item_type: deprecated in anyio 4, as there
     :return: a tuple of (send stream, receive stream)
+    :raises ValueError: if ``max_buffer_size`` is neither an int nor
+        ``math.inf``, or is negative (``ValueError`` for both, as anyio's)
     """
 
     def __new__(  # type: ignore[misc]

@@ -220,6 +220,11 @@ class Executor:
     :param max_queued: how many jobs may wait in the queue before
         :meth:`submit` blocks (``None``: it never blocks); :meth:`spawn`
         ignores it
+    :raises TypeError: if ``max_workers`` or ``max_queued`` is neither an
+        int nor ``None``, ``max_per_second`` neither a number nor ``None``,
+        or ``fail_fast`` not a bool
+    :raises ValueError: if ``max_workers`` or ``max_queued`` is below 1, or
+        ``max_per_second`` is not above 0 and finite
 
     Use as ``async with Executor() as ex:``.  The block does not exit until
     every job has settled (finished or been cancelled); jobs may spawn jobs
@@ -540,7 +545,8 @@ class Executor:
         queued in order; at most one worker start.
 
         :raises RuntimeError: if the executor has not been entered or is closed
-        :raises TypeError: if ``fn`` is not callable or an item is not iterable
+        :raises TypeError: if ``fn`` is not callable, ``args_iterable`` is not
+            iterable, or an item of it is not iterable
         """
         if self._closed:
             raise RuntimeError("the Executor is closed or has not been entered")
@@ -634,7 +640,16 @@ class Executor:
         """Run ``fn`` on each item of ``iterable`` as jobs; iterate the results.
 
         See :class:`MapIterator`.  ``window`` is the most jobs in flight
-        (default: ``max_workers``, or 64 without a bound).
+        (default: ``max_workers``, or 64 without a bound).  Never blocks;
+        not a checkpoint: the input is read and jobs start as the iterator
+        is consumed.
+
+        :raises RuntimeError: if the executor has not been entered or is
+            closed
+        :raises TypeError: if ``fn`` is not callable, ``iterable`` is neither
+            an iterable nor an async iterable, ``ordered`` is not a bool or
+            ``window`` not an int
+        :raises ValueError: if ``window < 1``
         """
         if self._closed:
             raise RuntimeError("the Executor is closed or has not been entered")

@@ -246,7 +246,9 @@ class JoinHandle(Generic[T]):
 
         :raises RuntimeError: if the job has not settled yet
         :raises JobCancelled: if the job was cancelled
-        :raises Exception: the job's own exception, if it raised one
+        :raises BaseException: the job's own exception, if it raised one (an
+            Exception, or a KeyboardInterrupt or SystemExit that the
+            executor's block raised too)
         """
         if self._state < SUCCEEDED:
             raise RuntimeError("the job has not finished: await the handle first")

@@ -53,7 +53,8 @@ from .._core import (
 class BatchSemaphoreStatistics:
     """A snapshot of a :class:`BatchSemaphore`.
 
-    :ivar available_permits: permits that can be acquired now
+    :ivar available_permits: permits that no task holds (in fair mode,
+        held back for the queue while any task waits)
     :ivar tasks_waiting: tasks parked in :meth:`BatchSemaphore.acquire`
     :ivar fair: whether waiters are served strictly in arrival order
     :ivar closed: whether :meth:`BatchSemaphore.close` has been called
@@ -83,9 +84,12 @@ class BatchSemaphore(CopiedWhole):
     :param fair: serve waiters strictly in arrival order (the default); with
         ``fair=False`` a request that fits proceeds even past queued larger
         requests, which may then starve
-    :param strict: make every call a checkpoint, as AnyIO does; by default a
-        call that completes without blocking reaches a checkpoint only once
-        every 64 such calls (see :doc:`semantics`)
+    :param strict: make every acquire a checkpoint, as AnyIO does; by
+        default an acquire that completes without blocking reaches a
+        checkpoint only once every 64 such calls (see :doc:`semantics`)
+    :raises TypeError: if ``permits`` is not an int, or ``fair`` or
+        ``strict`` is not a bool
+    :raises ValueError: if ``permits < 0``
 
     There is no ceiling: :meth:`release` may raise the count above
     ``permits``, and :meth:`acquire` may ask for more permits than exist now.
@@ -228,6 +232,8 @@ class BatchSemaphore(CopiedWhole):
         :raises anyio.WouldBlock: if the permits are not available now (or, in
             fair mode, another task is queued)
         :raises anyio.ClosedResourceError: if the semaphore is closed
+        :raises TypeError: if ``n`` is not an int
+        :raises ValueError: if ``n < 1``
         """
         check_count(n, "n")
         if self._closed:
@@ -241,6 +247,9 @@ class BatchSemaphore(CopiedWhole):
         """Return ``n`` permits and grant them to the waiters they satisfy.
 
         Never blocks; not a checkpoint.  Works on a closed semaphore.
+
+        :raises TypeError: if ``n`` is not an int
+        :raises ValueError: if ``n < 1``
         """
         if type(n) is not int or n < 1:
             check_count(n, "n")
@@ -313,7 +322,11 @@ class BatchSemaphore(CopiedWhole):
 
     @property
     def available_permits(self) -> float:
-        """Permits that can be acquired now."""
+        """Permits that no task holds.
+
+        In fair mode they can be taken only while no task is queued: while
+        one is, they are held back for the head of the queue.
+        """
         return self._value
 
     @property
@@ -339,7 +352,11 @@ class BatchSemaphore(CopiedWhole):
         """An async context manager that holds ``n`` permits for its block.
 
         ``async with sem.hold(3):`` acquires 3 permits on entry (as
-        :meth:`acquire`) and releases them on exit.
+        :meth:`acquire`: it blocks, is a checkpoint, is cancelled and raises
+        :exc:`anyio.ClosedResourceError` alike) and releases them on exit.
+
+        :raises TypeError: if ``n`` is not an int (raised by this call)
+        :raises ValueError: if ``n < 1`` (raised by this call)
         """
         check_count(n, "n")
         return Holding(self, n)

@@ -60,6 +60,8 @@ class CapacityLimiter(CopiedWhole):
 
     :param total_tokens: the number of tokens (an ``int >= 0`` or
         ``math.inf``); writable later through :attr:`total_tokens`
+    :raises TypeError: if ``total_tokens`` is neither an int nor ``math.inf``
+    :raises ValueError: if ``total_tokens < 0``
 
     A borrower is the current task (:meth:`acquire`, :meth:`release`) or any
     hashable object (the ``*_on_behalf_of`` methods).  ``async with limiter:``

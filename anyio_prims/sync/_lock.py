@@ -299,6 +299,10 @@ class Semaphore(CopiedWhole):
     :param fast_acquire: if ``True``, an uncontended :meth:`acquire` reaches
         a checkpoint only once every 64 calls; by default every acquire is a
         checkpoint, as in AnyIO
+    :raises TypeError: if ``initial_value`` is not an int, or ``max_value``
+        neither an int nor ``None``
+    :raises ValueError: if ``initial_value < 0`` or ``max_value <
+        initial_value``
 
     Waiters are served in arrival order; :meth:`release` hands its unit
     straight to the first waiter, so :attr:`value` stays 0 while any task

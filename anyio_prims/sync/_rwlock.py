@@ -78,7 +78,7 @@ from .._core import task_info as _task_info
 class RWLockStatistics:
     """A snapshot of an :class:`RWLock`.
 
-    :ivar readers: tasks holding the lock for reading
+    :ivar readers: the number of tasks holding the lock for reading
     :ivar writer: the task holding the lock for writing, or ``None``
     :ivar tasks_waiting_read: tasks parked in :meth:`RWLock.acquire_read`
     :ivar tasks_waiting_write: tasks parked in :meth:`RWLock.acquire_write`
@@ -372,7 +372,8 @@ class RWLock(CopiedWhole):
 
         ``async with lock.read():`` acquires as :meth:`acquire_read` and
         releases on exit.  Each call returns a new context manager; use it
-        for one ``async with`` at a time.
+        for one ``async with`` at a time: entering it again while it is
+        entered raises ``RuntimeError``.
         """
         return Reading(self)
 
@@ -381,7 +382,8 @@ class RWLock(CopiedWhole):
 
         ``async with lock.write():`` acquires as :meth:`acquire_write` and
         releases on exit.  Each call returns a new context manager; use it
-        for one ``async with`` at a time.
+        for one ``async with`` at a time: entering it again while it is
+        entered raises ``RuntimeError``.
         """
         return Writing(self)
 
