@@ -4,48 +4,27 @@ are not thread-safe, and this is how a worker thread uses them."""
 
 from __future__ import annotations
 
-from types import ModuleType
-from typing import Any
-
 import anyio
 import anyio.from_thread
 import anyio.to_thread
 import pytest
 
-from anyio_prims import (
-    BatchSemaphore,
-    Event,
-    create_memory_object_stream,
-    mpmc,
-    mpsc,
-    oneshot,
-    spmc,
-)
+from anyio_prims import BatchSemaphore, Event, oneshot
+
+from .channels._support import WITH_MEMORY, make
 
 pytestmark = pytest.mark.anyio
 
 ITEMS = 20
-FLAVOURS = [mpsc, spmc, mpmc]
-
-
-def _open(flavour: ModuleType | None, capacity: int) -> tuple[Any, Any]:
-    """A channel of ``flavour``, or the drop-in memory object stream."""
-    if flavour is None:
-        return create_memory_object_stream[int](capacity)
-    tx, rx = flavour.channel(capacity)
-    return tx, rx
-
-
-FLAVOUR_PARAMS = pytest.mark.parametrize(
-    "flavour", [*FLAVOURS, None], ids=["mpsc", "spmc", "mpmc", "memory_stream"]
-)
+#: mpsc, spmc, mpmc and the drop-in memory object streams.
+FLAVOUR_PARAMS = pytest.mark.parametrize("flavour", WITH_MEMORY)
 
 
 @FLAVOUR_PARAMS
 async def test_a_thread_sends_in_order_and_waits_while_the_channel_is_full(
-    flavour: ModuleType | None,
+    flavour: str,
 ) -> None:
-    tx, rx = _open(flavour, 1)
+    tx, rx = make(flavour, 1)
 
     def produce() -> None:
         for i in range(ITEMS):
@@ -67,9 +46,9 @@ async def test_a_thread_sends_in_order_and_waits_while_the_channel_is_full(
 
 @FLAVOUR_PARAMS
 async def test_a_thread_receives_in_order_what_the_loop_sends(
-    flavour: ModuleType | None,
+    flavour: str,
 ) -> None:
-    tx, rx = _open(flavour, 0)
+    tx, rx = make(flavour, 0)
     got: list[int] = []
 
     def consume() -> None:
