@@ -146,6 +146,31 @@ class SendEndpoint(_Endpoint, ObjectSendStream[T_contra], Generic[T_contra]):
         if len(buffer) < state.send_limit and not self._closed:
             buffer.append(item)
             return
+        recv_waiters = state.recv_waiters
+        if (
+            recv_waiters.parked
+            and not self._closed
+            and state.receivers
+            and not (
+                state.single_sender
+                and (state.send_in_flight or state.send_waiters.parked)
+            )
+        ):
+            # A receiver may be parked and none of try_send()'s errors
+            # applies: its handoff, written out (the ping-pong path).  Keep
+            # in step with try_send().  No live receiver: try_send() below.
+            waiter = recv_waiters.grant_head(None)
+            if waiter is not None:
+                buffer.append(item)
+                in_flight = state.in_flight
+                in_flight.append(waiter)
+                if (
+                    not (recv_waiters.parked and recv_waiters)
+                    and not state.send_in_flight
+                ):
+                    state.send_limit = state.capacity
+                state.recv_floor = INF if state.single_receiver else len(in_flight)
+                return
         if state.try_send(self._closed, item):
             return
         # Block until a receiver takes the item.  give_back=None: once taken,

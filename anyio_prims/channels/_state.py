@@ -351,8 +351,9 @@ class ChannelState(Generic[T]):
 
     def sync(self) -> None:
         """Recompute both gates from the waiters (after any slow-path change)."""
-        # Written out, for one case each, in try_send() (a handoff) and in
-        # ReceiveEndpoint.receive() (a resumed single receiver): keep in step.
+        # Written out, for one case each, in try_send() and
+        # SendEndpoint.send() (a handoff) and in ReceiveEndpoint.receive() (a
+        # resumed single receiver): keep in step.
         # ``w.parked and w`` is ``bool(w)`` without its call when nothing is
         # parked, the common case here (a Slot is emptied when it is popped).
         recv_waiters = self.recv_waiters
@@ -426,9 +427,10 @@ class ChannelState(Generic[T]):
             # buffer's first after those already reserved (I3).
             self.buffer.append(item)
             self.in_flight.append(waiter)
-            # What sync() would do, cheaper: this is the ping-pong path.  No
-            # live sender is parked (I1, I2: it would have been matched with
-            # the receiver).
+            # What sync() would do, cheaper.  No live sender is parked (I1,
+            # I2: it would have been matched with the receiver).  Written out
+            # in SendEndpoint.send() too, for the ping-pong path: keep in
+            # step.
             if not (recv_waiters.parked and recv_waiters) and not self.send_in_flight:
                 self.send_limit = self.capacity
             if self.single_receiver:
