@@ -149,7 +149,11 @@ class BatchSemaphore(CopiedWhole):
         ):
             self._value -= n
             return
-        if self._must_wait(n):
+        # More permits than there are: it waits, and _must_wait()'s call is
+        # saved (the contended path); anything else, that call decides.
+        if (
+            type(n) is int and n > self._value and n > 0 and not self._closed
+        ) or self._must_wait(n):
             # WaitQueue.park(n, self._give_back) inlined, with the waiters
             # behind let in on the way out (_leave_and_raise, and after a
             # failure): no coroutine frame between this call and the wait.
@@ -254,7 +258,21 @@ class BatchSemaphore(CopiedWhole):
         if type(n) is not int or n < 1:
             check_count(n, "n")
         self._value += n
-        if self._waiters.parked:
+        parked = self._waiters.parked
+        if parked:
+            if self._fair:
+                # _grant_waiters()'s first grant, written out: a contended
+                # release most often lets in one waiter, which takes every
+                # permit (keep in step).  Anything else: that call decides.
+                head = parked[0]
+                if head.state is PENDING and head.payload <= self._value:
+                    parked.popleft()
+                    if head.try_grant(head.payload):
+                        self._value -= head.payload
+                        if self._value < 1 or not parked:
+                            return
+                    else:
+                        head._abandon()  # its task was cancelled
             self._grant_waiters()
 
     def _give_back(self, n: int) -> None:
