@@ -159,11 +159,11 @@ class SendEndpoint(_Endpoint, ObjectSendStream[T_contra], Generic[T_contra]):
             # A receiver may be parked and none of try_send()'s errors
             # applies: its handoff, written out (the ping-pong path).  Keep
             # in step with try_send().  No live receiver: try_send() below.
-            waiter = recv_waiters.grant_head(None)
-            if waiter is not None:
+            receiver = recv_waiters.grant_head(None)
+            if receiver is not None:
                 buffer.append(item)
                 in_flight = state.in_flight
-                in_flight.append(waiter)
+                in_flight.append(receiver)
                 if (
                     not (recv_waiters.parked and recv_waiters)
                     and not state.send_in_flight
