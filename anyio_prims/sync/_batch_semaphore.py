@@ -289,7 +289,8 @@ class BatchSemaphore(CopiedWhole):
         waiters = self._waiters
         if self._fair:
             # WaitQueue.peek() inlined: this runs on every contended release
-            # (lock_handoff 4-9% faster on asyncio than calling peek()).
+            # (lock_handoff 4-9% faster on asyncio than calling peek()).  The
+            # first grant is also written out in release(): keep in step.
             parked = waiters.parked
             while parked:
                 head = parked[0]
