@@ -82,7 +82,7 @@ class MemoryObjectSendStream(SendEndpoint[T_contra], Generic[T_contra]):
         """
         if self._closed:
             raise anyio.ClosedResourceError
-        return MemoryObjectSendStream(self._state)
+        return self._new_clone()
 
     def statistics(self) -> MemoryObjectStreamStatistics:
         """anyio's statistics tuple for this stream's buffer."""
@@ -117,7 +117,7 @@ class MemoryObjectReceiveStream(ReceiveEndpoint[T_co], Generic[T_co]):
         """
         if self._closed:
             raise anyio.ClosedResourceError
-        return MemoryObjectReceiveStream(self._state)
+        return self._new_clone()
 
     def statistics(self) -> MemoryObjectStreamStatistics:
         """anyio's statistics tuple for this stream's buffer."""

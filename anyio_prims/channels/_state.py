@@ -306,8 +306,8 @@ class ChannelState(Generic[T]):
     capacity: float
     #: every send and receive a checkpoint (else budgeted)
     strict: bool
-    #: open endpoints; ``open_channel`` counts the first two, and each
-    #: clone's ``__init__`` counts itself
+    #: open endpoints; ``open_channel`` counts the first two, and
+    #: ``_new_clone()`` each clone
     senders: int
     receivers: int
     #: Where blocked senders and receivers park: a Slot on a single side,

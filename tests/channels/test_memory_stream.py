@@ -407,20 +407,21 @@ def test_a_closed_endpoint_collected_does_not_warn() -> None:
 
 
 @pytest.mark.parametrize("cls", [MemoryObjectSendStream, MemoryObjectReceiveStream])
-def test_an_endpoint_whose_construction_failed_does_not_warn(cls: Any) -> None:
-    # Pins the __del__ guard: an endpoint whose __init__ raised before it
-    # was counted as open has nothing to close (and nobody holds it to
-    # close), so it must not warn "Unclosed".  Not reachable through the
-    # factory or clone(), here or in anyio; anyio's dataclass endpoints do
-    # warn in this case, as their _closed defaults to False.
+def test_an_endpoint_never_attached_to_a_channel_does_not_warn(cls: Any) -> None:
+    # Pins the __del__ guard: the endpoints have no __init__ (the factory
+    # and clone() make one by a bare class call and then set its
+    # attributes), so an endpoint made by the class call alone was never
+    # counted as open, has nothing to close, and must not warn "Unclosed"
+    # when it is collected.  Not reachable through the factory or clone(),
+    # here or in anyio; anyio's dataclass endpoints do warn for one whose
+    # construction failed, as their _closed defaults to False.
+    with pytest.raises(TypeError):
+        cls(None)  # no public constructor takes a channel
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        try:
-            cls(None)  # no channel state: __init__ fails at its first use
-        except AttributeError:
-            pass
-        else:
-            pytest.fail("built an endpoint on no channel")
+        endpoint = cls()
+        assert not hasattr(endpoint, "_closed")
+        del endpoint
         gc.collect()
     assert [w for w in caught if issubclass(w.category, ResourceWarning)] == []
 
