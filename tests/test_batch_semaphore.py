@@ -763,10 +763,15 @@ def test_release_of_a_non_int_raises_type_error_naming_n(n: Any) -> None:
 
 def test_hold_checks_n_when_called() -> None:
     sem = BatchSemaphore(1)
-    with pytest.raises(ValueError, match=r"^n "):
-        sem.hold(0)
-    with pytest.raises(TypeError, match=r"^n "):
-        sem.hold(1.5)  # type: ignore[arg-type]
+    for bad in (0, -1):
+        with pytest.raises(ValueError, match=r"^n "):
+            sem.hold(bad)
+
+
+@pytest.mark.parametrize("n", NOT_INTS)
+def test_hold_of_a_non_int_raises_type_error_naming_n_when_called(n: Any) -> None:
+    with pytest.raises(TypeError, match=r"^n must be an int"):
+        BatchSemaphore(1).hold(n)
 
 
 # -- regressions found by mutation testing --------------------------------------
