@@ -285,13 +285,15 @@ class TrioWaiter(Waiter[P]):
         return trio_lowlevel().Abort.SUCCEEDED
 
 
-def _bind_trio() -> None:
-    """Bind trio.lowlevel's calls for the Trio hot paths (see above)."""
+def _bind_trio() -> Any:
+    """Bind trio.lowlevel's calls for the Trio hot paths (see above), and
+    return ``_trio_wait``."""
     global _trio_reschedule, _trio_current_task, _trio_wait
     lowlevel = trio_lowlevel()
     _trio_reschedule = lowlevel.reschedule
     _trio_current_task = lowlevel.current_task
     _trio_wait = lowlevel.wait_task_rescheduled
+    return _trio_wait
 
 
 class GenericWaiter(Waiter[P]):
@@ -376,15 +378,16 @@ class Parking(Generic[P]):
                     waiter._task = _trio_current_task()
                     waiter.wait = _trio_wait(waiter._abort)
                 else:
-                    if _trio_wait is None:
-                        _bind_trio()
+                    trio_wait = _trio_wait
+                    if trio_wait is None:
+                        trio_wait = _bind_trio()
                     waiter = TrioWaiter()
                     waiter.payload = payload
                     waiter.owner = self
                     waiter.state = PENDING
                     waiter.value = None
                     waiter._task = _trio_current_task()
-                    waiter.wait = _trio_wait(waiter._abort)
+                    waiter.wait = trio_wait(waiter._abort)
                 # For enqueue's Trio branch: this thread's task dict, checked
                 # against the task just found (another thread's is replaced).
                 tasks = self._trio
