@@ -93,6 +93,7 @@ from ._handle import (
     SUCCEEDED,
     JoinHandle,
     _ignore,
+    new_job,
 )
 from ._map import MapIterator
 from ._ratelimit import RateLimiter
@@ -194,7 +195,7 @@ def _handles_for(
                     f"an item is a {type(args).__name__}"
                 ) from None
             args = tuple(arg_items)
-        jobs.append(JoinHandle(executor, fn, args))
+        jobs.append(new_job(executor, fn, args))
     return jobs
 
 
@@ -518,7 +519,7 @@ class Executor:
             )
         if not callable(fn):
             raise TypeError(f"fn must be an async callable, not {type(fn).__name__}")
-        job: JoinHandle[T] = JoinHandle(self, fn, args)
+        job: JoinHandle[T] = new_job(self, fn, args)
         self._pending += 1
         if self._cancelling:
             self._settle(job, CANCELLED, None)

@@ -113,27 +113,23 @@ class JoinHandle(Generic[T]):
         "_waiters",
     )
 
-    def __init__(
-        self,
-        executor: Executor,
-        fn: Callable[..., Any] | None,
-        args: tuple[Any, ...],
-    ) -> None:
-        self._executor = executor
-        self._fn = fn
-        self._args = args
-        self._state = QUEUED
-        self._value: Any = None
-        #: A failed job's traceback as it settled: every re-raise starts
-        #: from it, so re-raising does not make it grow (as asyncio.Future).
-        self._tb: Any = None
-        self._waiters: WaitQueue[None] | None = None
-        self._retrieved = False
-        self._cancel_requested = False
-        #: The worker's CancelScope, from when the worker waits for the
-        #: job's start slot or runs it.
-        self._scope: Any = None
-        self._on_done: Callable[[JoinHandle[Any]], None] | None = None
+    # No __init__: ``new_job`` makes a handle by a bare class call and sets
+    # these (see there).
+    _executor: Executor
+    _fn: Callable[..., Any] | None
+    _args: tuple[Any, ...]
+    _state: int
+    _value: Any
+    #: A failed job's traceback as it settled: every re-raise starts
+    #: from it, so re-raising does not make it grow (as asyncio.Future).
+    _tb: Any
+    _waiters: WaitQueue[None] | None
+    _retrieved: bool
+    _cancel_requested: bool
+    #: The worker's CancelScope, from when the worker waits for the
+    #: job's start slot or runs it.
+    _scope: Any
+    _on_done: Callable[[JoinHandle[Any]], None] | None
 
     def __await__(self) -> Generator[Any, Any, T]:
         # A generator, not a coroutine: ``await handle`` makes no coroutine
@@ -280,3 +276,28 @@ class JoinHandle(Generic[T]):
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {_STATE_NAMES[self._state]}>"
+
+
+def new_job(
+    executor: Executor, fn: Callable[..., Any] | None, args: tuple[Any, ...]
+) -> JoinHandle[Any]:
+    """A new QUEUED job of ``executor``: ``fn(*args)``, not yet queued.
+
+    The executor's spawn paths' one way to make a job.  ``JoinHandle`` has
+    no ``__init__``: a bare class call and the fields set here, in a plain
+    function, cost about 55 ns less per job than a class call that runs an
+    ``__init__`` (CPython 3.11).
+    """
+    job: JoinHandle[Any] = JoinHandle()
+    job._executor = executor
+    job._fn = fn
+    job._args = args
+    job._state = QUEUED
+    job._value = None
+    job._tb = None
+    job._waiters = None
+    job._retrieved = False
+    job._cancel_requested = False
+    job._scope = None
+    job._on_done = None
+    return job
