@@ -379,7 +379,7 @@ class BatchSemaphore(CopiedWhole):
         """
         if type(n) is not int or n < 1:
             check_count(n, "n")
-        # Holding.__init__ written out: the class has none (see there).
+        # Holding has no __init__: its fields are set here (see the class).
         holding = Holding()
         holding._sem = self
         holding._n = n

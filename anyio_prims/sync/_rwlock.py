@@ -375,7 +375,7 @@ class RWLock(CopiedWhole):
         for one ``async with`` at a time: entering it again while it is
         entered raises ``RuntimeError``.
         """
-        # Reading.__init__ written out: the class has none (see there).
+        # Reading has no __init__: its fields are set here (see the class).
         cm = Reading()
         cm._lock = self
         cm._entered = False  # entered and not yet exited
@@ -389,7 +389,7 @@ class RWLock(CopiedWhole):
         for one ``async with`` at a time: entering it again while it is
         entered raises ``RuntimeError``.
         """
-        # Writing.__init__ written out: the class has none (see there).
+        # Writing has no __init__: its fields are set here (see the class).
         cm = Writing()
         cm._lock = self
         cm._entered = False  # entered and not yet exited
