@@ -1176,7 +1176,9 @@ async def run_steps(
     suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(steps=STEPS)
-async def test_model(steps: list[tuple[int, int, int]]) -> None:
+async def test_random_rwlock_steps_match_the_model(
+    steps: list[tuple[int, int, int]],
+) -> None:
     """Random acquires, releases and cancellations over several tasks.
 
     After every step each task's state (idle, queued, holding) and the
