@@ -24,6 +24,10 @@ groups have no handles); ``spawn_one`` awaits one job the way the API does
                        request jobs: half are cache hits, the others send a
                        reply channel to the database, which yields 0-9 times
                        (seeded) and answers; per request
+``web_server_open``    the same rounds in one block that stays open (as a
+                       server's does), after an untimed first round; each
+                       round waits for its requests through a channel;
+                       per request
 
 Every case counts what its jobs did and checks it.  A row that cannot express
 a case is left blank (aiometer only runs batches).
@@ -202,37 +206,51 @@ def channels_ring(impl: SpawnerImpl) -> Body | None:
     return body
 
 
+def _web_server_jobs(impl: SpawnerImpl, answered: list[int]) -> tuple[Any, Any]:
+    """The database and request jobs of the ``web_server`` cases; a request
+    adds 1 to ``answered[0]`` and its answer to ``answered[1]``."""
+    channel, checkpoint = impl.channel, impl.checkpoint
+    assert channel is not None
+
+    async def database(receive: Any) -> None:
+        served = 0
+        while True:
+            request = await receive()
+            if request is None:
+                return
+            key, reply = request
+            for _ in range(DB_YIELDS[served]):
+                await checkpoint()
+            served += 1
+            await reply.send(2 * key + 1)
+
+    async def request(key: int, send: Any) -> None:
+        if CACHE_HIT[key]:
+            value = 2 * key + 1
+        else:
+            reply = channel(1)
+            await send((key, reply))
+            value = await reply.receive()
+            reply.close()
+        answered[0] += 1
+        answered[1] += value
+
+    return database, request
+
+
+def _expect_answers(impl: SpawnerImpl, answered: list[int], rounds: int) -> None:
+    expect(answered[0] == REQUESTS * rounds, f"{impl.name}: {answered[0]} answers")
+    expect(answered[1] == REQUESTS * REQUESTS * rounds, f"{impl.name}: bad answers")
+
+
 def web_server(impl: SpawnerImpl) -> Body | None:
     if impl.group is None or impl.channel is None:
         return None
-    group, channel, checkpoint = impl.group, impl.channel, impl.checkpoint
+    group, channel = impl.group, impl.channel
 
     async def body(loops: int) -> float:
         answered = [0, 0]  # requests answered, their checksum
-
-        async def database(receive: Any) -> None:
-            served = 0
-            while True:
-                request = await receive()
-                if request is None:
-                    return
-                key, reply = request
-                for _ in range(DB_YIELDS[served]):
-                    await checkpoint()
-                served += 1
-                await reply.send(2 * key + 1)
-
-        async def request(key: int, send: Any) -> None:
-            if CACHE_HIT[key]:
-                value = 2 * key + 1
-            else:
-                reply = channel(1)
-                await send((key, reply))
-                value = await reply.receive()
-                reply.close()
-            answered[0] += 1
-            answered[1] += value
-
+        database, request = _web_server_jobs(impl, answered)
         t0 = perf_counter()
         for _ in range(loops):
             db = channel(DB_CAPACITY)
@@ -244,8 +262,53 @@ def web_server(impl: SpawnerImpl) -> Body | None:
                 await db.send(None)
             db.close()
         elapsed = perf_counter() - t0
-        expect(answered[0] == REQUESTS * loops, f"{impl.name}: {answered[0]} answers")
-        expect(answered[1] == REQUESTS * REQUESTS * loops, f"{impl.name}: bad answers")
+        _expect_answers(impl, answered, loops)
+        return elapsed
+
+    return body
+
+
+def web_server_open(impl: SpawnerImpl) -> Body | None:
+    """``web_server``'s rounds in one block that stays open, as a server's
+    does: an untimed first round starts whatever the block keeps (the
+    Executor's workers), and each timed round waits for its requests
+    through a channel instead of leaving a block."""
+    if impl.group is None or impl.channel is None:
+        return None
+    group, channel = impl.group, impl.channel
+
+    async def body(loops: int) -> float:
+        answered = [0, 0]
+        database, request = _web_server_jobs(impl, answered)
+
+        async def database_done(receive: Any, done: Any) -> None:
+            await database(receive)
+            await done(None)
+
+        async def request_done(key: int, send: Any, done: Any) -> None:
+            await request(key, send)
+            await done(None)
+
+        async def one_round(g: Any) -> None:
+            db = channel(DB_CAPACITY)
+            done = channel(REQUESTS + 1)
+            g.spawn(database_done, db.receive, done.send)
+            for key in range(REQUESTS):
+                g.spawn(request_done, key, db.send, done.send)
+            for _ in range(REQUESTS):
+                await done.receive()
+            await db.send(None)
+            await done.receive()  # the database job's
+            db.close()
+            done.close()
+
+        async with group() as g:
+            await one_round(g)
+            t0 = perf_counter()
+            for _ in range(loops):
+                await one_round(g)
+            elapsed = perf_counter() - t0
+        _expect_answers(impl, answered, loops + 1)
         return elapsed
 
     return body
@@ -300,6 +363,14 @@ def main() -> None:
             "web_server",
             impl,
             web_server(impl),
+            inner_loops=REQUESTS,
+            unit="request",
+            limit=SWITCHING,
+        )
+        suite.add(
+            "web_server_open",
+            impl,
+            web_server_open(impl),
             inner_loops=REQUESTS,
             unit="request",
             limit=SWITCHING,

@@ -211,6 +211,7 @@ SUMMARY = (
     ("executor", "spawn_one", "anyio_prims", ""),
     ("executor", "spawn_many", "anyio_prims", ""),
     ("executor", "web_server", "anyio_prims", ""),
+    ("executor", "web_server_open", "anyio_prims", ""),
 )
 
 
