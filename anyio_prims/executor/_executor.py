@@ -1,10 +1,12 @@
 # Executor: structured job spawning on long-lived worker tasks.
 #
-# Why: starting a task through anyio's TaskGroup costs 50-90 us (a cancel
-# scope, an event and a wrapper coroutine per task); handing a job to a task
-# that is already running and parked costs under 1 us.  So the executor owns
-# ONE anyio task group (entered in ``__aenter__``) and runs jobs on worker
-# tasks started in it, each of which runs job after job.
+# Why: starting a task through anyio's TaskGroup costs 26-33 us (a cancel
+# scope, an event and a wrapper coroutine per task; per job of the benchmarks'
+# spawn_many, run included); handing a job to a task that is already running
+# and parked costs about 1 us.  So the executor owns ONE anyio task group
+# (entered in ``__aenter__``) and runs jobs on worker tasks started in it,
+# each of which runs job after job.  A job that blocks holds its worker, so
+# as many jobs blocked at once need as many workers, each a task start.
 #
 # Dispatch (direct schedule).  Idle workers park in ``_idle``, a WaitQueue
 # (made when the first worker starts; the shared empty NOT_OPENED until then).
