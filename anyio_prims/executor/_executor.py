@@ -24,6 +24,17 @@
 # block each end up with a worker of their own, so a spawn-and-await tree of
 # any depth completes.  ``max_workers`` caps ``_nworkers``.
 #
+# Idle workers leave (``idle_timeout``).  Without it a worker stays until the
+# block exits.  With it, one sweeper task (started with the first worker)
+# ticks every ``idle_timeout`` seconds and counts the ticks in ``_tick``; an
+# idle worker parks with the tick it parked at as its payload.  The queue is
+# FIFO, so the longest idle are at its head: each tick the sweeper grants
+# ``None`` (what the close grants) to the head workers that parked before
+# the previous tick, idle for at least one whole period, and they exit.
+# A worker woken with ``None`` that finds a job queued (spawned between the
+# grant and its run, when no other worker may start) runs it instead.  No
+# timer per idle wait: parking costs what it costs without the sweeper.
+#
 # Per-job cancellation.  Each worker runs its jobs inside one long-lived
 # anyio CancelScope; ``handle.cancel()`` on a running job cancels that scope,
 # and only then does the worker leave it and enter a fresh one for its next
@@ -211,6 +222,12 @@ def _check_positive_int(value: object, name: str) -> int:
     return int(value)
 
 
+def _check_number(value: object, name: str) -> float:
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        raise TypeError(f"{name} must be a number or None, not {type(value).__name__}")
+    return value
+
+
 class Executor:
     """Run async jobs on a pool of long-lived worker tasks, structured.
 
@@ -223,11 +240,15 @@ class Executor:
     :param max_queued: how many jobs may wait in the queue before
         :meth:`submit` blocks (``None``: it never blocks); :meth:`spawn`
         ignores it
+    :param idle_timeout: a worker idle for between this many seconds and
+        twice that exits, and a later job starts a new one (``None`` or
+        ``math.inf``: workers stay until the block exits)
     :raises TypeError: if ``max_workers`` or ``max_queued`` is neither an
-        int nor ``None``, ``max_per_second`` neither a number nor ``None``,
-        or ``fail_fast`` not a bool
-    :raises ValueError: if ``max_workers`` or ``max_queued`` is below 1, or
-        ``max_per_second`` is not above 0 and finite
+        int nor ``None``, ``max_per_second`` or ``idle_timeout`` neither a
+        number nor ``None``, or ``fail_fast`` not a bool
+    :raises ValueError: if ``max_workers`` or ``max_queued`` is below 1,
+        ``max_per_second`` is not above 0 and finite, or ``idle_timeout`` is
+        not above 0
 
     Use as ``async with Executor() as ex:``.  The block does not exit until
     every job has settled (finished or been cancelled); jobs may spawn jobs
@@ -245,6 +266,7 @@ class Executor:
         "_fail_fast",
         "_failed",
         "_idle",
+        "_idle_timeout",
         "_limiter",
         "_max_queued",
         "_max_workers",
@@ -255,7 +277,9 @@ class Executor:
         "_spare_joins",
         "_starting",
         "_submitters",
+        "_sweeper",
         "_tg",
+        "_tick",
         "_trigger",
     )
 
@@ -266,6 +290,7 @@ class Executor:
         fail_fast: bool = False,
         max_per_second: float | None = None,
         max_queued: int | None = None,
+        idle_timeout: float | None = None,
     ) -> None:
         if max_workers is not None:
             max_workers = _check_positive_int(max_workers, "max_workers")
@@ -275,18 +300,23 @@ class Executor:
             raise TypeError(f"fail_fast must be a bool, not {type(fail_fast).__name__}")
         limiter = None
         if max_per_second is not None:
-            if not isinstance(max_per_second, (int, float)) or isinstance(
-                max_per_second, bool
-            ):
-                raise TypeError(
-                    "max_per_second must be a number or None, not "
-                    f"{type(max_per_second).__name__}"
-                )
+            max_per_second = _check_number(max_per_second, "max_per_second")
             if not (0 < max_per_second < math.inf):
                 raise ValueError(
                     f"max_per_second must be > 0 and finite, got {max_per_second}"
                 )
             limiter = RateLimiter(max_per_second)
+        if idle_timeout is not None:
+            idle_timeout = _check_number(idle_timeout, "idle_timeout")
+            if not idle_timeout > 0:  # also NaN
+                raise ValueError(f"idle_timeout must be > 0, got {idle_timeout}")
+            # math.inf: never, so no sweeper.
+            idle_timeout = None if idle_timeout == math.inf else float(idle_timeout)
+        self._idle_timeout = idle_timeout
+        #: The sweeper's cancel scope (idle_timeout only), once it runs.
+        self._sweeper: anyio.CancelScope | None = None
+        #: The sweeper's ticks so far; an idle worker parks with it.
+        self._tick = 0
         self._max_workers = max_workers
         self._max_queued = max_queued
         self._fail_fast = fail_fast
@@ -304,7 +334,9 @@ class Executor:
         # by an exit that waits for jobs, the submitters' queue here, and
         # only with a bound on the queue (without one, submit never waits).
         # Until then each holds the shared empty stand-in NOT_OPENED.
-        self._idle: WaitQueue[JoinHandle[Any] | None] | Unopened = NOT_OPENED
+        # Idle workers park with the sweeper's tick; each is granted a job,
+        # or None to exit (the close, the sweeper).
+        self._idle: WaitQueue[int] | Unopened = NOT_OPENED
         #: The join queue of a settled job, emptied, for the next handle that
         #: is awaited before it settles (see JoinHandle.__await__).
         self._spare_joins: WaitQueue[None] | None = None
@@ -414,6 +446,8 @@ class Executor:
     def _close(self) -> None:
         # Every job has settled and the body is done: no more spawns.
         self._closed = True
+        if self._sweeper is not None:
+            self._sweeper.cancel()
         self._queue.clear()  # only cancelled entries can be left
         self._queue_dead = 0
         if self._idle.parked:  # (a block that ran no job has no worker)
@@ -673,6 +707,9 @@ class Executor:
             # The first worker: make the queue it will idle in (read once
             # per _work_in_scope call, so made before any worker runs).
             self._idle = WaitQueue()
+            if self._idle_timeout is not None:
+                assert self._tg is not None
+                self._tg.start_soon(self._sweep)
         self._starting = True
         self._nworkers += 1
         assert self._tg is not None
@@ -686,10 +723,33 @@ class Executor:
         finally:
             self._nworkers -= 1
 
+    async def _sweep(self) -> None:
+        # Every idle_timeout seconds, send away the workers idle since
+        # before the previous tick (see the module's comment).
+        if self._closed:  # closed before this task ran
+            return
+        period = self._idle_timeout
+        assert period is not None
+        with anyio.CancelScope() as self._sweeper:
+            while True:
+                await anyio.sleep(period)
+                self._retire_idle()
+
+    def _retire_idle(self) -> None:
+        # One tick of the sweeper.
+        self._tick = tick = self._tick + 1
+        idle = self._idle
+        while True:
+            head = idle.peek()
+            if head is None or head.payload >= tick - 1:
+                return
+            idle.grant_head(None)
+
     async def _work_in_scope(self) -> bool:
         # Run jobs in one cancel scope until a job is cancelled through its
-        # handle (return True: call again with a fresh scope) or the
-        # executor closes (return False).
+        # handle (return True: call again with a fresh scope), the executor
+        # closes, or the worker has been idle for idle_timeout (return False:
+        # the worker exits).
         queue = self._queue
         idle = self._idle
         submitters = self._submitters
@@ -723,7 +783,8 @@ class Executor:
                     # idle.park(None, self._give_back), written out: one
                     # coroutine frame less per idle wait.  Idle workers are
                     # only ever granted (a job, or None at the close).
-                    waiter = idle.enqueue(None)
+                    # The payload: the sweeper's tick (idle_timeout only).
+                    waiter = idle.enqueue(self._tick)
                     try:
                         await waiter.wait
                     except BaseException as exc:
@@ -734,7 +795,11 @@ class Executor:
                     # Recycle the waiter (see _core/_waiter.py).
                     waiter.value = None
                     idle._spare = waiter
-                    if job is None:
+                    if job is None:  # the close, or the sweeper
+                        if queue and not self._closed:
+                            # Sent away by the sweeper, and a job was
+                            # spawned before this task ran: stay for it.
+                            continue
                         return False
                     if job._state != HANDED:
                         continue

@@ -33,7 +33,10 @@ class Round:
         rnd = self.rnd = random.Random(seed)
         self.chaos = Chaos(rnd, plain_asyncio)
         self.executor = Executor(
-            rnd.choice([None, 1, 2, 4]), max_queued=rnd.choice([None, None, 1, 2, 4])
+            rnd.choice([None, 1, 2, 4]),
+            max_queued=rnd.choice([None, None, 1, 2, 4]),
+            # Idle workers that give up as jobs arrive, in some rounds.
+            idle_timeout=rnd.choice([None, None, 0.0005, 0.002]),
         )
         self.started: list[int] = []
         self.finished: list[int] = []
