@@ -33,7 +33,9 @@ async def _blocked_jobs(ex: Executor, n: int) -> anyio.Event:
 
 
 async def test_workers_idle_for_idle_timeout_exit() -> None:
-    async with Executor(idle_timeout=0.05) as ex:
+    # Long enough that the workers are still there when first counted,
+    # however slow the machine (exact ticks: the tests further down).
+    async with Executor(idle_timeout=0.5) as ex:
         release = await _blocked_jobs(ex, 3)
         release.set()
         await settle()
