@@ -7,7 +7,6 @@ import random
 import time
 
 import anyio
-import anyio.lowlevel
 import pytest
 
 from anyio_prims.executor import Executor
