@@ -748,7 +748,7 @@ class Executor:
     async def _work_in_scope(self) -> bool:
         # Run jobs in one cancel scope until a job is cancelled through its
         # handle (return True: call again with a fresh scope), the executor
-        # closes, or the worker has been idle for idle_timeout (return False:
+        # closes, or the sweeper sends the idle worker away (return False:
         # the worker exits).
         queue = self._queue
         idle = self._idle
@@ -780,10 +780,10 @@ class Executor:
                     # An idle worker keeps neither its last job nor its
                     # result: they go with their last user.
                     job = value = None  # type: ignore[assignment]
-                    # idle.park(None, self._give_back), written out: one
-                    # coroutine frame less per idle wait.  Idle workers are
-                    # only ever granted (a job, or None at the close).
-                    # The payload: the sweeper's tick (idle_timeout only).
+                    # idle.park(self._tick, self._give_back), written out:
+                    # one coroutine frame less per idle wait.  Idle workers
+                    # are only ever granted: a job, or None (the close, the
+                    # sweeper).  The payload is read by the sweeper only.
                     waiter = idle.enqueue(self._tick)
                     try:
                         await waiter.wait
