@@ -717,6 +717,68 @@ async def test_spmc_sender_is_busy_until_a_send_taken_by_receive_many_has_resume
     assert rx.receive_nowait() == "z"
 
 
+async def test_an_awaited_spmc_send_is_busy_while_a_taken_send_has_not_resumed(
+    anyio_backend_name: str,
+) -> None:
+    # The awaited send's handoff to a parked receiver (written out in
+    # Sender.send) must refuse a second task while the single sender's taken
+    # send has not resumed, as send_nowait does.  The second task is woken
+    # before the first is granted: asyncio runs it first; Trio runs the two
+    # in an order of its own, and if the first has resumed by then, the
+    # second send is not busy and goes through.
+    tx, rx = spmc.channel[str](1)
+    tx.send_nowait("a")
+    go = anyio.Event()
+    seen: dict[str, bool] = {}
+
+    async def second_send() -> None:
+        await go.wait()
+        seen["first_resumed"] = first.outcome is not None
+        try:
+            await tx.send("c")
+        except anyio.BusyResourceError:
+            seen["busy"] = True
+            await first.finished.wait()
+            await tx.send("c")
+        else:
+            seen["busy"] = False
+
+    async with anyio.create_task_group() as tg:
+        first = Call(lambda: tx.send("b")).start(tg)  # parks: the buffer is full
+        tg.start_soon(second_send)
+        await settle()
+        go.set()  # the second task is now due to run before the first
+        assert rx.receive_nowait() == "a"  # "b" is taken: the first is granted
+        assert rx.receive_nowait() == "b"
+        assert await rx.receive() == "c"  # parked while the second sends
+    assert first.outcome == "returned"
+    assert seen["busy"] is not seen["first_resumed"]
+    if anyio_backend_name == "asyncio":
+        assert seen["busy"]
+
+
+@pytest.mark.parametrize("capacity", [0, 1])
+async def test_a_closed_sender_clone_hands_nothing_to_a_parked_receiver(
+    flavour: str, capacity: int
+) -> None:
+    # The awaited send's handoff to a parked receiver (written out in
+    # Sender.send) must check the endpoint is open: the receiver stays
+    # parked, and gets the next item an open clone sends.
+    if flavour not in MANY_SENDERS:
+        pytest.skip("the sender cannot be cloned")
+    tx, rx = channel(flavour, capacity)
+    other = tx.clone()
+    async with anyio.create_task_group() as tg:
+        receive = Call(rx.receive).start(tg)
+        await settle()
+        tx.close()
+        with pytest.raises(anyio.ClosedResourceError):
+            await tx.send("from the closed clone")
+        assert rx.statistics().tasks_waiting_receive == 1
+        await other.send("from the open clone")
+    assert receive.result == "from the open clone"
+
+
 async def test_the_single_side_is_free_again_after_its_call_returns() -> None:
     tx, rx = mpsc.channel[Any](0)
     for i in range(3):
