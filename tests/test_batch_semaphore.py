@@ -429,14 +429,18 @@ async def test_close_fails_queued_acquires_with_closed_resource_error() -> None:
     assert sem.statistics().tasks_waiting == 0
 
 
-async def test_acquire_after_close_raises_closed_resource_error() -> None:
-    sem = BatchSemaphore(5)
+@pytest.mark.parametrize(("permits", "n"), [(5, 1), (5, 5), (1, 3), (0, 1)])
+async def test_acquire_after_close_raises_closed_resource_error(
+    permits: int, n: int
+) -> None:
+    # Also for more permits than there are, which would otherwise park.
+    sem = BatchSemaphore(permits)
     sem.close()
     with pytest.raises(anyio.ClosedResourceError):
-        await sem.acquire()
+        await sem.acquire(n)
     with pytest.raises(anyio.ClosedResourceError):
-        sem.acquire_nowait()
-    assert sem.available_permits == 5
+        sem.acquire_nowait(n)
+    assert sem.available_permits == permits
 
 
 @pytest.mark.parametrize("strict", [True, False])
