@@ -1506,6 +1506,24 @@ async def test_a_settled_jobs_handle_keeps_neither_its_function_nor_its_argument
     assert arg_ref() is None
 
 
+async def test_an_idle_worker_keeps_neither_its_last_job_nor_its_result() -> None:
+    # A long-lived block's idle workers must not keep the last job's handle
+    # and result alive until they run again.
+    async def make() -> Payload:
+        return Payload()
+
+    async with Executor() as ex:
+        handle = ex.spawn(make)
+        result = await handle
+        handle_ref, result_ref = weakref.ref(handle), weakref.ref(result)
+        del handle, result
+        await settle()
+        assert ex.statistics().idle_workers == 1
+        gc.collect()
+        assert handle_ref() is None
+        assert result_ref() is None
+
+
 async def test_admitted_submitter_never_takes_the_queue_over_max_queued() -> None:
     # Pins: a waiting submit() is admitted only while the queue is under
     # max_queued, not when it is exactly at it.
