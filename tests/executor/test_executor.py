@@ -1508,12 +1508,16 @@ async def test_a_settled_jobs_handle_keeps_neither_its_function_nor_its_argument
 
 async def test_an_idle_worker_keeps_neither_its_last_job_nor_its_result() -> None:
     # A long-lived block's idle workers must not keep the last job's handle
-    # and result alive until they run again.
+    # and result alive until they run again: neither the worker's frame nor
+    # its recycled idle waiter, which the handed-over job went through.
     async def make() -> Payload:
         return Payload()
 
     async with Executor() as ex:
-        handle = ex.spawn(make)
+        await ex.spawn(make)
+        await settle()
+        assert ex.statistics().idle_workers == 1
+        handle = ex.spawn(make)  # handed to the idle worker
         result = await handle
         handle_ref, result_ref = weakref.ref(handle), weakref.ref(result)
         del handle, result
