@@ -9,7 +9,15 @@ A program is a list of steps over a few task slots:
 * ``cancel(slot, native)``: the slot's queued acquire is cancelled;
 * ``release_cancel(n, slot, native)``: ``n`` permits are released and the
   slot's queued acquire is cancelled in the same synchronous step (the
-  grant-then-cancel race when the release reaches that slot).
+  grant-then-cancel race when the release reaches that slot);
+* ``acquire_nowait(slot, n)``: the test task takes ``n`` permits for the
+  slot without waiting, or gets ``WouldBlock`` (or ``ClosedResourceError``);
+* ``close(k)``: the semaphore is closed, so every queued and later acquire
+  fails with ``ClosedResourceError`` while releases still work (only while
+  a task is queued, and for ``k == 0``: closing ends most programs);
+* ``release_close(n, k)``: ``n`` permits are released and the semaphore is
+  closed in the same synchronous step (on the same terms): a waiter
+  granted by the release keeps its permits, the rest fail.
 
 A cancellation is an AnyIO cancel scope's, or with ``native`` on asyncio a
 plain ``task.cancel()``.  Only the latter can cancel a task whose wait was
@@ -39,7 +47,7 @@ import anyio
 import anyio.abc
 import anyio.lowlevel
 import pytest
-from hypothesis import given, settings
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from anyio_prims import BatchSemaphore
@@ -63,6 +71,9 @@ steps: st.SearchStrategy[Step] = st.one_of(
     st.tuples(st.just("give_back"), slot_ids),
     st.tuples(st.just("cancel"), slot_ids, st.booleans()),
     st.tuples(st.just("release_cancel"), releases, slot_ids, st.booleans()),
+    st.tuples(st.just("acquire_nowait"), slot_ids, amounts),
+    st.tuples(st.just("close"), st.integers(0, 3)),
+    st.tuples(st.just("release_close"), releases, st.integers(0, 3)),
 )
 programs = st.lists(steps, min_size=8, max_size=40)
 
@@ -77,6 +88,9 @@ class Model:
     released: int = 0
     queue: list[tuple[int, int]] = field(default_factory=list)  # (slot, n)
     held: list[int] = field(default_factory=lambda: [0] * SLOTS)
+    closed: bool = False
+    #: acquires that failed with ClosedResourceError, per slot
+    closed_out: list[int] = field(default_factory=lambda: [0] * SLOTS)
 
     def __post_init__(self) -> None:
         self.value = self.initial
@@ -85,11 +99,29 @@ class Model:
         return {slot for slot, _ in self.queue}
 
     def acquire(self, slot: int, n: int) -> None:
-        if n <= self.value and (not self.fair or not self.queue):
+        if self.closed:
+            self.closed_out[slot] += 1
+        elif n <= self.value and (not self.fair or not self.queue):
             self.value -= n
             self.held[slot] += n
         else:
             self.queue.append((slot, n))
+
+    def acquire_nowait(self, slot: int, n: int) -> str:
+        """The outcome of ``acquire_nowait(n)`` for the slot."""
+        if self.closed:
+            return "ClosedResourceError"
+        if n <= self.value and (not self.fair or not self.queue):
+            self.value -= n
+            self.held[slot] += n
+            return "acquired"
+        return "WouldBlock"
+
+    def close(self) -> None:
+        self.closed = True
+        for slot, _ in self.queue:
+            self.closed_out[slot] += 1
+        self.queue = []
 
     def release(self, n: int) -> set[int]:
         """Release ``n`` outside permits; the slots granted now."""
@@ -149,6 +181,7 @@ class Slots:
         self.tg = tg
         self.on_asyncio = backend == "asyncio"
         self.held = [0] * SLOTS
+        self.closed_out = [0] * SLOTS
         self.waiting: set[int] = set()
         self.scopes: dict[int, anyio.CancelScope] = {}
         self.tasks: dict[int, asyncio.Task[None]] = {}
@@ -170,6 +203,8 @@ class Slots:
                 self.scopes[slot] = scope
                 await self.sem.acquire(n)
                 self.held[slot] += n
+        except anyio.ClosedResourceError:
+            self.closed_out[slot] += 1
         except asyncio.CancelledError:
             # A plain task.cancel() (an AnyIO cancellation stops at the scope).
             assert self.on_asyncio
@@ -181,6 +216,14 @@ class Slots:
             self.tasks[slot].cancel()
         else:
             self.scopes[slot].cancel()
+
+    def acquire_nowait(self, slot: int, n: int) -> str:
+        try:
+            self.sem.acquire_nowait(n)
+        except (anyio.WouldBlock, anyio.ClosedResourceError) as exc:
+            return type(exc).__name__
+        self.held[slot] += n
+        return "acquired"
 
     def give_back(self, slot: int) -> None:
         self.sem.release(self.held[slot])
@@ -196,6 +239,8 @@ def check(sem: BatchSemaphore, slots: Slots, model: Model) -> None:
     assert slots.held == model.held
     assert slots.waiting == model.waiting()
     assert sem.statistics().tasks_waiting == len(model.queue)
+    assert slots.closed_out == model.closed_out
+    assert sem.closed == sem.statistics().closed == model.closed
     # Conservation, in the model and in the real thing.
     supplied = model.initial + model.released
     assert model.value + sum(model.held) == supplied
@@ -232,6 +277,29 @@ async def run_program(
                     continue
                 model.cancel(slot)
                 slots.cancel(slot, native)
+            elif kind == "acquire_nowait":
+                _, slot, n = step
+                if slot in model.waiting():
+                    continue
+                assert slots.acquire_nowait(slot, n) == model.acquire_nowait(slot, n)
+            elif kind == "close":
+                if step[1] or not model.queue:
+                    continue
+                event(f"closed with {len(model.queue)} queued")
+                model.close()
+                sem.close()
+            elif kind == "release_close":
+                _, n, k = step
+                if k or not model.queue:
+                    continue
+                granted = model.release(n)
+                event(
+                    f"closed as a release granted {len(granted)},"
+                    f" {len(model.queue)} left queued"
+                )
+                model.close()
+                sem.release(n)
+                sem.close()
             else:
                 _, n, slot, native = step
                 if slot not in model.waiting():
