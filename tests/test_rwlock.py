@@ -980,6 +980,8 @@ async def test_strict_must_be_a_bool() -> None:
 
 WORKERS = 4
 IDLE, QUEUED_READ, QUEUED_WRITE = "idle", "queued read", "queued write"
+#: A worker's command to acquire without waiting, and the kind it takes.
+NOWAIT = {"read_nowait": READ, "write_nowait": WRITE}
 
 
 class Model:
@@ -1003,6 +1005,16 @@ class Model:
     def acquire(self, i: int, kind: str) -> None:
         self.queue.append((i, kind))
         self.grant()
+
+    def acquire_nowait(self, i: int, kind: str) -> None:
+        # Only with no writer and nobody queued (a queued writer holds back
+        # later readers), and for a write with no reader either.
+        if self.writer is not None or self.queue:
+            return
+        if kind == READ:
+            self.readers.add(i)
+        elif not self.readers:
+            self.writer = i
 
     def release(self, i: int) -> None:
         if self.writer == i:
@@ -1052,6 +1064,8 @@ class Worker:
             async for command, other in self.receive:
                 if command in (READ, WRITE):
                     await self.acquire(command)
+                elif command in NOWAIT:
+                    self.acquire_nowait(NOWAIT[command])
                 else:
                     release(self.lock, self.state)
                     self.state = IDLE
@@ -1073,6 +1087,18 @@ class Worker:
         if self.state in (QUEUED_READ, QUEUED_WRITE):
             self.state = IDLE
 
+    def acquire_nowait(self, kind: str) -> None:
+        take = (
+            self.lock.acquire_read_nowait
+            if kind == READ
+            else self.lock.acquire_write_nowait
+        )
+        try:
+            take()
+        except anyio.WouldBlock:
+            return
+        self.state = kind
+
     def cancel_raw(self) -> None:
         """Cancel the pending acquire the way that races with a grant."""
         if self.asyncio_task is not None:
@@ -1091,7 +1117,8 @@ def asyncio_running() -> bool:
 
 
 # A step (i, choice, j) acts on worker i according to its state: an idle
-# worker acquires (choice 0-1: read, 2-3: write); a holder releases (choice
+# worker acquires (choice 0-1: read, 2-3: write; without waiting for j == 3,
+# so that it holds or gets WouldBlock); a holder releases (choice
 # 0-2) or releases and cancels the first queued worker from j on (choice 3);
 # a queued worker is cancelled (choice 0) or left queued.
 STEPS = st.lists(
@@ -1130,7 +1157,12 @@ async def run_steps(
             for k in [*range(j, WORKERS), *range(j)]
             if workers[k].state in (QUEUED_READ, QUEUED_WRITE)
         ]
-        if w.state == IDLE:
+        if w.state == IDLE and j == WORKERS - 1:
+            kind = READ if choice < 2 else WRITE
+            await w.send.send((f"{kind}_nowait", None))
+            await settle()
+            model.acquire_nowait(i, kind)
+        elif w.state == IDLE:
             kind = READ if choice < 2 else WRITE
             await w.send.send((kind, None))
             await settle()
@@ -1179,7 +1211,8 @@ async def run_steps(
 async def test_random_rwlock_steps_match_the_model(
     steps: list[tuple[int, int, int]],
 ) -> None:
-    """Random acquires, releases and cancellations over several tasks.
+    """Random acquires (awaited or without waiting), releases and
+    cancellations over several tasks.
 
     After every step each task's state (idle, queued, holding) and the
     statistics equal the model's: a writer never holds with anyone else,
