@@ -577,12 +577,26 @@ def test_a_ctrl_c_in_a_worker_between_taking_a_job_and_starting_it_loses_no_job(
 
 
 FIRST_USE = """
-import math, signal, sys
+import asyncio, math, signal, sys
 signal.signal(signal.SIGINT, signal.default_int_handler)
 import anyio_prims
+from anyio_prims import Condition, Lock, Semaphore, mpsc
+
+# Made before Trio's import, as at a module's import: a lock, a semaphore,
+# a condition, and a channel whose receive side has parked a task on
+# asyncio already, so that its wait structure exists.  None of them can
+# mark the library's code.
+LOCK, SEMAPHORE, CONDITION = Lock(), Semaphore(1), Condition()
+SEND, RECEIVE = mpsc.channel(0)
+
+async def park_on_asyncio():
+    asyncio.get_running_loop().call_soon(SEND.send_nowait, "on asyncio")
+    assert await RECEIVE.receive() == "on asyncio"
+
+asyncio.run(park_on_asyncio())
 assert "trio" not in sys.modules, "Trio must be imported after the library"
 import trio
-from anyio_prims import BatchSemaphore, Executor, Semaphore, mpsc
+from anyio_prims import BatchSemaphore, Executor
 sys.path.insert(0, sys.argv[1])
 from test_keyboard_interrupt import CtrlCAt
 
@@ -628,9 +642,70 @@ async def channel():
             return
     await checkpoints_after(watch)
 
+async def receive():
+    # A receive that parks on the channel used on asyncio, woken by a send:
+    # the first thing that marks is making its waiter.
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(SEND.send, "item")
+        with CtrlCAt(type(RECEIVE).receive, "BUDGET.left = BUDGET_SIZE") as watch:
+            try:
+                print("received", await RECEIVE.receive())
+            except KeyboardInterrupt:
+                print("interrupted inside the call")
+                return
+        await checkpoints_after(watch)
+
+async def strict_lock():
+    # A strict acquire that can take the lock (the drop-in's default): a
+    # Ctrl-C between the take and naming the owner must not leave the lock
+    # taken with no owner.  The first thing that marks is the lookup of the
+    # current task.
+    with CtrlCAt(Lock.acquire, "self._owner = task") as watch:
+        try:
+            await LOCK.acquire()
+        except KeyboardInterrupt:
+            print("interrupted inside the call, locked:", LOCK.locked())
+            return
+    print("acquired")
+    await checkpoints_after(watch)
+
+async def strict_semaphore():
+    # The same for a strict Semaphore, which looks up no task: the first
+    # thing that marks is asking for the acquire's checkpoints.
+    with CtrlCAt(Semaphore.acquire, "sem._value -= 1") as watch:
+        try:
+            await SEMAPHORE.acquire()
+        except KeyboardInterrupt:
+            print("interrupted inside the call, value:", SEMAPHORE.value)
+            return
+    print("acquired")
+    await checkpoints_after(watch)
+
+async def condition_wait():
+    # Condition.wait() after acquire_nowait(), which marks as it looks up
+    # the current task.  A Ctrl-C between releasing the lock and parking
+    # waits for the park, and wait() raises it holding the lock again.
+    CONDITION.acquire_nowait()
+    with CtrlCAt(Condition.wait, "waiters = self._waiters") as watch:
+        try:
+            await CONDITION.wait()
+        except KeyboardInterrupt:
+            assert watch.sent
+            print("interrupted, locked:", CONDITION.locked())
+            return
+    print("woken")
+
 async def main():
     # The library's first call on Trio comes first in each.
-    if sys.argv[2] == "spawn":
+    if sys.argv[2] == "receive":
+        await receive()
+    elif sys.argv[2] == "Lock":
+        await strict_lock()
+    elif sys.argv[2] == "strict Semaphore":
+        await strict_semaphore()
+    elif sys.argv[2] == "Condition":
+        await condition_wait()
+    elif sys.argv[2] == "spawn":
         await spawn()
     elif sys.argv[2] == "channel":
         await channel()
@@ -644,9 +719,20 @@ trio.run(main)
 """
 
 
-@pytest.mark.parametrize(
-    "first_call", ["spawn", "BatchSemaphore", "Semaphore", "channel"]
-)
+#: What each first call prints: where the Ctrl-C was raised.
+FIRST_CALL_OUTPUT = {
+    "spawn": ["interrupted at a checkpoint"],
+    "BatchSemaphore": ["interrupted at a checkpoint"],
+    "Semaphore": ["interrupted at a checkpoint"],
+    "channel": ["interrupted at a checkpoint"],
+    "Lock": ["acquired", "interrupted at a checkpoint"],
+    "strict Semaphore": ["acquired", "interrupted at a checkpoint"],
+    "Condition": ["interrupted, locked: True"],
+    "receive": ["received item", "interrupted at a checkpoint"],
+}
+
+
+@pytest.mark.parametrize("first_call", list(FIRST_CALL_OUTPUT))
 def test_the_first_call_on_trio_is_protected_when_trio_came_after_the_library(
     first_call: str,
 ) -> None:
@@ -657,8 +743,14 @@ def test_the_first_call_on_trio_is_protected_when_trio_came_after_the_library(
     # only when a task parks, does not mark the library's code).  A
     # channel is the exception the docs name: neither making one nor its
     # budgeted calls mark anything, so its sends are protected from its
-    # first checkpoint on.  A process of its own: the marking is done once
-    # per process.
+    # first checkpoint on.  Primitives made before Trio's import, as a
+    # module's globals are, mark nothing when made: there the first call
+    # marks, as it looks up the current task (Lock, Condition), asks for a
+    # strict acquire's checkpoints (Semaphore) or, on a channel that parked
+    # a task on asyncio first, makes the receive's waiter.  With the generic
+    # waiter forced, the last two rely on the generic paths' own marking
+    # (take_checkpoints, GenericWaiter).  A process of its own: the marking
+    # is done once per process.
     done = subprocess.run(
         [sys.executable, "-c", FIRST_USE, os.path.dirname(__file__), first_call],
         capture_output=True,
@@ -667,4 +759,4 @@ def test_the_first_call_on_trio_is_protected_when_trio_came_after_the_library(
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines() == ["interrupted at a checkpoint"]
+    assert done.stdout.splitlines() == FIRST_CALL_OUTPUT[first_call]
