@@ -1,6 +1,7 @@
-"""Model test: random sends, receives (awaited, or a turn of ``async for``),
-closes, clones and cancellations over several tasks, checked step by step
-against a model queue.
+"""Model test: random sends, receives (awaited, a turn of ``async for``, or
+``receive_many``), closes (also of endpoints that tasks are blocked on),
+clones and cancellations over several tasks, checked step by step against
+a model queue.
 
 Each step starts one operation (in its own task when it may block) or acts
 from the test task, then waits until every task is blocked again, so the
@@ -109,6 +110,21 @@ class Model:
             return ("raised", "EndOfStream")
         return None
 
+    def receive_many(self, endpoint: int, max_items: int) -> tuple[str, Any]:
+        """The outcome of a ``receive_many(max_items)`` that does not block:
+        the first item as ``receive()``, then as many more as are there now,
+        each taken as ``receive()`` would (so parked senders move up)."""
+        first = self.receive(endpoint)
+        assert first is not None, "only for a call that does not block"
+        if first[0] != "returned":
+            return first
+        items = [first[1]]
+        while len(items) < max_items and (self.buffer or self.parked_senders):
+            more = self.receive(endpoint)
+            assert more is not None
+            items.append(more[1])
+        return ("returned", items)
+
     def cancel(self, pending: Pending) -> None:
         for queue in (self.parked_senders, self.parked_receivers):
             if pending in queue:
@@ -168,6 +184,15 @@ async def first_item(receiver: Any) -> Any:
     raise anyio.EndOfStream
 
 
+def close_event(side: str, is_open: list[bool], ep: int) -> str:
+    """The hypothesis event of closing endpoint ``ep`` of one side."""
+    if not is_open[ep]:
+        return f"closed a closed {side}"
+    if sum(is_open) > 1:
+        return f"closed a {side}, another open"
+    return f"closed the last {side}"
+
+
 def nowait_outcome(operation: Any) -> tuple[str, Any]:
     try:
         return ("returned", operation())
@@ -175,8 +200,8 @@ def nowait_outcome(operation: Any) -> tuple[str, Any]:
         return ("raised", type(exc).__name__)
 
 
-#: Step kinds.  Hypothesis draws early entries more often: closing, which
-#: ends most games, comes last.
+#: Step kinds.  Closing the last open endpoint of a side ends most games:
+#: the close steps do it for some picks only (see each).
 STEPS = [
     "receive",
     "send",
@@ -184,6 +209,7 @@ STEPS = [
     "race_send",
     "clone_receiver",
     "receive_nowait",
+    "receive_many",
     "async_for",
     "send_nowait",
     "send_nowait_burst",
@@ -191,6 +217,7 @@ STEPS = [
     "clone_sender",
     "close_sender",
     "close_receiver",
+    "close_parked",
 ]
 
 
@@ -252,6 +279,46 @@ class Game:
             self.model.finish(call, *expect)
         return True
 
+    async def receive_many(self, pick: int) -> bool:
+        """``receive_many(1 + pick % 4)`` where it does not block (the
+        drop-in streams have none): it takes what is there, up to that
+        many, and senders parked behind the buffer move up.
+
+        With no receiver parked, the test task first gives it something to
+        take (a receiver woken meanwhile could run before or after the call
+        on Trio): for picks 0-3 with nothing there, one to three items sent
+        without waiting; for picks 4-7, a bounded buffer filled and up to
+        two senders parked behind it."""
+        if self.flavour == "memory":
+            return False
+        model = self.model
+        started = False
+        if not model.parked_receivers and pick < 4:
+            if self.would_park_receiver(pick):
+                for _ in range(1 + pick % 3):
+                    self.send_nowait(pick)
+        elif not model.parked_receivers and model.capacity != math.inf:
+            for _ in range(int(model.capacity) - len(model.buffer)):
+                self.send_nowait(pick)
+            while len(model.parked_senders) < 2 and self.would_park_sender(pick):
+                self.send(pick)
+                await settle()
+                started = True
+        if self.would_park_receiver(pick):
+            return started
+        ep = pick % len(self.receivers)
+        max_items = 1 + pick % 4
+        senders_parked = len(model.parked_senders)
+        expect = model.receive_many(ep, max_items)
+        if expect[0] == "returned":
+            event(f"receive_many took {len(expect[1])} of {max_items}")
+            if len(model.parked_senders) < senders_parked:
+                event("receive_many woke a parked sender")
+        call = Call(partial(self.receivers[ep].receive_many, max_items), self.source)
+        self.calls.append(call.start(self.tg))
+        model.finish(call, *expect)
+        return True
+
     def async_for(self, pick: int) -> bool:
         """A receive as one turn of ``async for`` (its own fast path)."""
         return self.receive(pick, through_async_for=True)
@@ -287,19 +354,55 @@ class Game:
         return True
 
     def close_sender(self, pick: int) -> bool:
-        if pick < 5:
-            return False  # closing ends most games: do it less often
         ep = pick % len(self.senders)
-        self.model.close_sender(ep)
+        model = self.model
+        if sum(model.senders_open) - model.senders_open[ep] == 0 and pick < 5:
+            return False  # closing the last sender ends most games: less often
+        event(close_event("sender", model.senders_open, ep))
+        model.close_sender(ep)
         self.senders[ep].close()
         return True
 
     def close_receiver(self, pick: int) -> bool:
-        if pick < 5:
-            return False  # closing ends most games: do it less often
         ep = pick % len(self.receivers)
-        self.model.close_receiver(ep)
+        model = self.model
+        if sum(model.receivers_open) - model.receivers_open[ep] == 0 and pick < 5:
+            return False  # closing the last receiver ends most games: less often
+        event(close_event("receiver", model.receivers_open, ep))
+        model.close_receiver(ep)
         self.receivers[ep].close()
+        return True
+
+    async def close_parked(self, pick: int) -> bool:
+        """Close an endpoint that a call is blocked on, parking one or two
+        there first if need be: an odd pick closes a sender, an even one a
+        receiver.  The last open endpoint of a side is closed for picks 4-7
+        only (that ends the other side's blocked calls too)."""
+        model = self.model
+        closing_sender = pick % 2 == 1
+        parked = model.parked_senders if closing_sender else model.parked_receivers
+        would_park = (
+            self.would_park_sender if closing_sender else self.would_park_receiver
+        )
+        started = False
+        while len(parked) < 1 + pick // 4 and would_park(pick):
+            (self.send if closing_sender else self.receive)(pick)
+            await settle()
+            started = True
+        if not parked:
+            return started
+        ep = parked[(pick // 2) % len(parked)].endpoint
+        is_open = model.senders_open if closing_sender else model.receivers_open
+        if sum(is_open) == 1 and pick < 4:
+            return started
+        side = "sender" if closing_sender else "receiver"
+        event(f"closed a {side} with {sum(p.endpoint == ep for p in parked)} parked")
+        if closing_sender:
+            model.close_sender(ep)
+            self.senders[ep].close()
+        else:
+            model.close_receiver(ep)
+            self.receivers[ep].close()
         return True
 
     def clone_sender(self, pick: int) -> bool:
@@ -466,7 +569,7 @@ class Game:
 
 
 # A send on a closed sender clone while a receiver is parked: the awaited
-# send's own handoff path, which random games seldom reach (closing is rare).
+# send's own handoff path, which a run's random games may miss.
 _CLOSED_CLONE_SENDS = [
     ("clone_sender", 0),
     ("receive", 0),
