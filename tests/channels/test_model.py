@@ -383,28 +383,47 @@ class Game:
         return True
 
     async def close_parked(self, pick: int) -> bool:
-        """Close an endpoint that a call is blocked on, parking one or two
-        there first if need be: an odd pick closes a sender, an even one a
-        receiver.  The last open endpoint of a side is closed for picks 4-7
-        only (that ends the other side's blocked calls too)."""
+        """Close endpoints while calls are blocked: an odd pick closes
+        senders, an even one receivers.
+
+        Picks 0-5 park a call on the side closed (two for picks 4-5) if need
+        be, and close the endpoint one of them is blocked on: its calls
+        raise ``ClosedResourceError`` (the last open endpoint of a side only
+        for picks 4-5, which ends the other side's blocked calls too).
+        Picks 6-7 park two calls on the other side if need be, and close
+        every endpoint of this one: parked receives end the stream, parked
+        sends break."""
         model = self.model
         closing_sender = pick % 2 == 1
-        parked = model.parked_senders if closing_sender else model.parked_receivers
+        across = pick >= 6
+        parks_sender = closing_sender != across
+        parked = model.parked_senders if parks_sender else model.parked_receivers
         would_park = (
-            self.would_park_sender if closing_sender else self.would_park_receiver
+            self.would_park_sender if parks_sender else self.would_park_receiver
         )
         started = False
         while len(parked) < 1 + pick // 4 and would_park(pick):
-            (self.send if closing_sender else self.receive)(pick)
+            (self.send if parks_sender else self.receive)(pick)
             await settle()
             started = True
         if not parked:
             return started
+        side = "sender" if closing_sender else "receiver"
+        if across:
+            event(f"closed every {side} with {len(parked)} parked on the other side")
+            if closing_sender:
+                for ep, sender in enumerate(self.senders):
+                    model.close_sender(ep)
+                    sender.close()
+            else:
+                for ep, receiver in enumerate(self.receivers):
+                    model.close_receiver(ep)
+                    receiver.close()
+            return True
         ep = parked[(pick // 2) % len(parked)].endpoint
         is_open = model.senders_open if closing_sender else model.receivers_open
         if sum(is_open) == 1 and pick < 4:
             return started
-        side = "sender" if closing_sender else "receiver"
         event(f"closed a {side} with {sum(p.endpoint == ep for p in parked)} parked")
         if closing_sender:
             model.close_sender(ep)
