@@ -621,7 +621,7 @@ async def spawn():
 async def acquire(sem, method, line):
     with CtrlCAt(method, line) as watch:
         try:
-            await sem.acquire()  # budgeted: asks Trio for nothing
+            await sem.acquire()
         except KeyboardInterrupt:
             print("interrupted inside the call")
             return
@@ -655,32 +655,6 @@ async def receive():
                 return
         await checkpoints_after(watch)
 
-async def strict_lock():
-    # A strict acquire that can take the lock (the drop-in's default): a
-    # Ctrl-C between the take and naming the owner must not leave the lock
-    # taken with no owner.  The first thing that marks is the lookup of the
-    # current task.
-    with CtrlCAt(Lock.acquire, "self._owner = task") as watch:
-        try:
-            await LOCK.acquire()
-        except KeyboardInterrupt:
-            print("interrupted inside the call, locked:", LOCK.locked())
-            return
-    print("acquired")
-    await checkpoints_after(watch)
-
-async def strict_semaphore():
-    # The same for a strict Semaphore, which looks up no task: the first
-    # thing that marks is asking for the acquire's checkpoints.
-    with CtrlCAt(Semaphore.acquire, "sem._value -= 1") as watch:
-        try:
-            await SEMAPHORE.acquire()
-        except KeyboardInterrupt:
-            print("interrupted inside the call, value:", SEMAPHORE.value)
-            return
-    print("acquired")
-    await checkpoints_after(watch)
-
 async def condition_wait():
     # Condition.wait() after acquire_nowait(), which marks as it looks up
     # the current task.  A Ctrl-C between releasing the lock and parking
@@ -700,9 +674,14 @@ async def main():
     if sys.argv[2] == "receive":
         await receive()
     elif sys.argv[2] == "Lock":
-        await strict_lock()
+        # Strict (the drop-in's default), made before Trio's import: it
+        # marks as it looks up the current task; the Ctrl-C lands between
+        # the take and naming the owner.
+        await acquire(LOCK, Lock.acquire, "self._owner = task")
     elif sys.argv[2] == "strict Semaphore":
-        await strict_semaphore()
+        # The same for a Semaphore, which looks up no task: it marks as it
+        # asks for the acquire's checkpoints.
+        await acquire(SEMAPHORE, Semaphore.acquire, "sem._value -= 1")
     elif sys.argv[2] == "Condition":
         await condition_wait()
     elif sys.argv[2] == "spawn":
@@ -725,8 +704,8 @@ FIRST_CALL_OUTPUT = {
     "BatchSemaphore": ["interrupted at a checkpoint"],
     "Semaphore": ["interrupted at a checkpoint"],
     "channel": ["interrupted at a checkpoint"],
-    "Lock": ["acquired", "interrupted at a checkpoint"],
-    "strict Semaphore": ["acquired", "interrupted at a checkpoint"],
+    "Lock": ["interrupted at a checkpoint"],
+    "strict Semaphore": ["interrupted at a checkpoint"],
     "Condition": ["interrupted, locked: True"],
     "receive": ["received item", "interrupted at a checkpoint"],
 }
