@@ -480,7 +480,10 @@ class Receiver(ReceiveEndpoint[T_co], Generic[T_co]):
         Blocks (as :meth:`receive`) until one item is available, then takes
         up to ``max_items - 1`` more that are available now, without waiting
         again.  The same checkpoints and cancellation as :meth:`receive`: a
-        cancelled call took nothing.
+        cancelled call took nothing.  If this endpoint is closed while the
+        call waits, after an item was granted to it and before its task
+        resumed, it returns that item alone (as :meth:`receive` returns it):
+        the items behind it stay for the open endpoints.
 
         :raises TypeError: if ``max_items`` is not an int
         :raises ValueError: if ``max_items < 1``
@@ -494,7 +497,7 @@ class Receiver(ReceiveEndpoint[T_co], Generic[T_co]):
         if type(max_items) is not int or max_items < 1:
             check_max_items(max_items)
         items = [await self.receive()]
-        if max_items > 1:
+        if max_items > 1 and not self._closed:
             self._state.take_more(items, max_items)
         return items
 

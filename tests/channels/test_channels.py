@@ -847,6 +847,28 @@ async def test_receive_many_raises_end_of_stream_when_nothing_is_left(
         await rx.receive_many(5)
 
 
+async def test_receive_many_closed_after_its_grant_returns_the_granted_item_alone(
+    flavour: str,
+) -> None:
+    # The endpoint is closed after a sender granted the parked call an item
+    # and before the task resumed: the call returns that item, as receive()
+    # does, and the items sent after it stay for the open clone.
+    if flavour not in MANY_RECEIVERS:
+        pytest.skip("closing the only receiver releases what is buffered")
+    tx, rx = channel(flavour, math.inf)
+    other = rx.clone()
+    async with anyio.create_task_group() as tg:
+        receiver = Call(lambda: rx.receive_many(10)).start(tg)
+        await settle()
+        tx.send_nowait("granted")
+        tx.send_nowait("b")
+        tx.send_nowait("c")
+        rx.close()
+    assert receiver.result == ["granted"]
+    assert other.statistics().items_buffered == 2
+    assert await other.receive_many(10) == ["b", "c"]
+
+
 # ---------------------------------------------------------------------------
 # Statistics, interfaces, typing
 # ---------------------------------------------------------------------------
