@@ -13,6 +13,20 @@
 # forces the generic waiter and the generic checkpoints everywhere; it is
 # read once, at import.
 #
+# One exception to "asyncio first": a ``trio.run()`` called from inside an
+# asyncio task's step, on the same thread (a notebook cell that IPython's
+# ``%autoawait trio`` runs, while the kernel's asyncio task executes the
+# cell).  The outer loop and its task still look running while the Trio
+# tasks run, so where Trio is imported and a Trio task runs on this thread,
+# the tests below also ask :func:`trio_nested`, which walks the stack to
+# find which of the two tasks is the caller's.  The reverse nesting, an
+# ``asyncio.run()`` inside a Trio task, needs nothing: the asyncio task is
+# the caller whenever one runs.  A primitive that parked a task of the
+# outer loop keeps choosing asyncio on its waiter's fast path (``_waiter``),
+# and an owner lookup bound there keeps naming the outer run's task:
+# sharing one primitive between an outer run and a run nested in it is not
+# supported (docs/semantics.md, docs/design.md).
+#
 # Everything here is a slow path, a 1-in-64 path or the checkpoint of a
 # strict call, which yields anyway.  Budgeted fast paths in the primitives
 # never call into this module.
@@ -102,11 +116,72 @@ def asyncio_loop() -> asyncio.AbstractEventLoop | None:
     top of this module).  Hot paths write this out inline.
     """
     loop = _get_running_loop()
-    if loop is not None and (
-        loop in _tasks_by_loop or _asyncio_current_task(loop) is not None
+    if (
+        loop is not None
+        and (loop in _tasks_by_loop or _asyncio_current_task(loop) is not None)
+        and ("trio" not in sys.modules or not trio_nested())
     ):
         return loop
     return None
+
+
+#: Trio's run context (``trio._core._run.GLOBAL_RUN_CONTEXT``, a
+#: ``threading.local`` whose per-thread ``__dict__`` holds the running Trio
+#: task as ``"task"``) for :func:`trio_nested`, bound on its first call;
+#: ``False`` where this Trio keeps none.
+_trio_thread_context: Any = None
+
+
+def _bind_trio_thread_context() -> Any:
+    global _trio_thread_context
+    try:
+        from trio._core import _run
+    except ImportError:  # pragma: no cover - another Trio
+        context: Any = False
+    else:
+        context = getattr(_run, "GLOBAL_RUN_CONTEXT", False)
+        if not isinstance(getattr(context, "__dict__", None), dict):
+            context = False  # pragma: no cover - another Trio
+    _trio_thread_context = context
+    return context
+
+
+def trio_nested() -> bool:
+    """Whether the caller is a Trio task of a ``trio.run()`` that an asyncio
+    task running on this thread called (and is blocked in).
+
+    Ask it only where an asyncio task runs on this thread and Trio is
+    imported: then a Trio task runs here too only if one run is nested in
+    the other, and the stack tells which task is the caller's: walking out
+    from the caller, the first of the two tasks' outermost coroutine frames
+    met is its task's.  ``False`` when no Trio task runs on this thread (a
+    dict lookup in Trio's per-thread run context: about 70 ns with the
+    call, on CPython 3.11), and where this Trio or this task keeps none of
+    what the test reads (the earlier answer, asyncio).
+    """
+    context = _trio_thread_context
+    if context is None:
+        context = _bind_trio_thread_context()
+    if context is False:  # pragma: no cover - another Trio
+        return False
+    trio_task = context.__dict__.get("task")
+    if trio_task is None:
+        return False
+    loop = _get_running_loop()
+    asyncio_task = _asyncio_current_task(loop) if loop is not None else None
+    get_coro = getattr(asyncio_task, "get_coro", None)
+    asyncio_frame = getattr(get_coro(), "cr_frame", None) if get_coro else None
+    trio_frame = getattr(getattr(trio_task, "coro", None), "cr_frame", None)
+    if asyncio_frame is None or trio_frame is None:  # pragma: no cover
+        return False
+    frame: types.FrameType | None = sys._getframe(1)
+    while frame is not None:
+        if frame is trio_frame:
+            return True
+        if frame is asyncio_frame:
+            return False
+        frame = frame.f_back
+    return False  # pragma: no cover - both frames are the caller's
 
 
 #: Whether ``asyncio.Future()`` makes a future faster than the loop's
@@ -176,8 +251,10 @@ def checkpoint() -> Awaitable[None]:
     """
     if not FORCE_GENERIC:
         loop = _get_running_loop()  # asyncio_loop() written out
-        if loop is not None and (
-            loop in _tasks_by_loop or _asyncio_current_task(loop) is not None
+        if (
+            loop is not None
+            and (loop in _tasks_by_loop or _asyncio_current_task(loop) is not None)
+            and ("trio" not in sys.modules or not trio_nested())
         ):
             return _asyncio_yield()
         if "trio" in sys.modules:
@@ -221,8 +298,10 @@ def take_checkpoints() -> tuple[Any, Any]:
     global _trio_take_checkpoints
     if not FORCE_GENERIC:
         loop = _get_running_loop()  # asyncio_loop() written out
-        if loop is not None and (
-            loop in _tasks_by_loop or _asyncio_current_task(loop) is not None
+        if (
+            loop is not None
+            and (loop in _tasks_by_loop or _asyncio_current_task(loop) is not None)
+            and ("trio" not in sys.modules or not trio_nested())
         ):
             return _ASYNCIO_TAKE_CHECKPOINTS
         if "trio" in sys.modules:
@@ -282,10 +361,11 @@ def current_task() -> object:
     loop = _get_running_loop()
     if loop is not None:
         task = _asyncio_current_task(loop)
-        if task is not None:
+        if task is not None and ("trio" not in sys.modules or not trio_nested()):
             return task
     if "trio" in sys.modules:
-        # Also Trio in guest mode on an asyncio host: a loop, but no task.
+        # Also Trio in guest mode on an asyncio host (a loop, but no task),
+        # and Trio nested in an asyncio task.
         try:
             return trio_lowlevel().current_task()
         except RuntimeError:  # Trio's own, outside a Trio run
@@ -393,13 +473,13 @@ def task_finder() -> tuple[object, TaskMap, object]:
     """
     loop = _get_running_loop()
     task = _asyncio_current_task(loop) if loop is not None else None
-    if task is not None:
+    if task is not None and ("trio" not in sys.modules or not trio_nested()):
         if _tasks_by_loop.get(loop) is task:
             return task, _tasks_by_loop, loop
         if not TASK_MAP_KEPT:
             return task, _LOOP_TASKS, loop
         return task, _ANY_TASKS, None  # pragma: no cover - other Pythons
-    if "trio" in sys.modules:  # also Trio in guest mode on an asyncio host
+    if "trio" in sys.modules:  # also Trio in guest mode, or nested in asyncio
         try:
             trio_task = trio_lowlevel().current_task()
         except RuntimeError:  # Trio's own, outside a Trio run
@@ -527,7 +607,7 @@ def _is_anyio_scope_cancellation(exc: BaseException) -> bool:
 
 def asyncio_cancelling() -> int | None:
     """The running asyncio task's ``cancelling()`` count (3.11+), else None."""
-    if _get_running_loop() is None:
+    if asyncio_loop() is None:
         return None
     task: Any = _asyncio_current_task()
     cancelling = getattr(task, "cancelling", None)
@@ -561,9 +641,11 @@ def rearm_cancellation(
       cancels a task at most once while it waits; the native waiters never
       grant a task AnyIO has cancelled, so only the generic waiter passes it.
     * Trio: cancellation is level-triggered; the scope is still cancelled and
-      raises again at the next checkpoint, so nothing needs to be done.
+      raises again at the next checkpoint, so nothing needs to be done
+      (also in a Trio run nested in an asyncio task, whose task is left
+      alone).
     """
-    if _get_running_loop() is None:
+    if asyncio_loop() is None:
         return
     task: Any = _asyncio_current_task()
     if task is None:  # pragma: no cover - not inside a task
@@ -594,8 +676,10 @@ def checkpoint_if_cancelled() -> Awaitable[None]:
     global _asyncio_checkpoint_if_cancelled
     if not FORCE_GENERIC:
         loop = _get_running_loop()  # asyncio_loop() written out
-        if loop is not None and (
-            loop in _tasks_by_loop or _asyncio_current_task(loop) is not None
+        if (
+            loop is not None
+            and (loop in _tasks_by_loop or _asyncio_current_task(loop) is not None)
+            and ("trio" not in sys.modules or not trio_nested())
         ):
             if _asyncio_checkpoint_if_cancelled is None:
                 # AnyIO's backend module, as task_info() reads it; the public

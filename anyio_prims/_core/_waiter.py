@@ -115,6 +115,7 @@ from ._backend import (
     is_cancellation,
     rearm_cancellation,
     trio_lowlevel,
+    trio_nested,
     trio_task_dict,
 )
 from ._budget import BUDGET, BUDGET_SIZE
@@ -353,8 +354,10 @@ class Parking(Generic[P]):
         """
         if not FORCE_GENERIC:
             loop = _get_running_loop()  # _backend.asyncio_loop() written out
-            if loop is not None and (
-                loop in _tasks_by_loop or _asyncio_current_task(loop) is not None
+            if (
+                loop is not None
+                and (loop in _tasks_by_loop or _asyncio_current_task(loop) is not None)
+                and ("trio" not in sys.modules or not trio_nested())
             ):
                 if loop is not self._loop:
                     self._loop = loop
