@@ -454,8 +454,10 @@ class Executor:
             for waiter in self._idle.drain():
                 waiter.grant(None)
         if self._submitters.parked:  # pragma: no cover
-            # A submitter waits only while jobs are queued, so none is left
-            # unless every queued job was cancelled before a worker saw it.
+            # A submitter waits only while jobs are queued, which keeps the
+            # executor open, and a queued job's cancellation (one at a time,
+            # or all by _cancel_all) admits or grants the submitters before
+            # it settles the job: none is left to fail here.
             for submitter in self._submitters.drain():
                 submitter.fail(RuntimeError("the Executor is closed"))
         exit_waiter = self._exit.pop()
@@ -466,10 +468,13 @@ class Executor:
         if self._cancelling:
             return
         self._cancelling = True
-        self._cancel_queued()
+        # The waiting submitters first: settling the queued jobs may settle
+        # the last pending one and close the executor (the body done), and
+        # the close fails whoever still waits.
         for waiter in self._submitters.drain():
             fn, args = waiter.payload
             waiter.grant(self.spawn(fn, *args))  # born cancelled
+        self._cancel_queued()
         assert self._tg is not None
         self._tg.cancel_scope.cancel()
 
@@ -484,9 +489,14 @@ class Executor:
     def _cancel_in_queue(self, job: JoinHandle[Any]) -> None:
         # JoinHandle.cancel() of a job still in the queue: settle it and
         # leave the entry for a worker to skip, counted as dead, so that a
-        # submitter waiting for room gets the room it frees.
-        self._queue_dead += 1  # first: settling the last job may close
-        self._settle(job, CANCELLED, None)  # the executor, which resets it
+        # submitter waiting for room gets the room it frees.  The submitter
+        # is admitted before the settle: settling the last pending job
+        # closes the executor (the body done), and the close fails whoever
+        # still waits; an admitted submitter's job keeps it open.
+        self._queue_dead += 1  # first: the room the admission counts
+        if self._submitters.parked:
+            self._admit_submitter()
+        self._settle(job, CANCELLED, None)  # may close: resets _queue_dead
         queue = self._queue
         if self._queue_dead > 32 and self._queue_dead * 2 > len(queue):
             # Mostly dead while no worker takes from it (all busy): drop the
@@ -495,8 +505,6 @@ class Executor:
             queue.clear()
             queue.extend(live)
             self._queue_dead = 0
-        if self._submitters.parked:
-            self._admit_submitter()
 
     def _settle(self, job: JoinHandle[Any], state: int, value: object) -> None:
         job._state = state

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import math
 import sys
+from typing import Any
 
 import anyio
 import anyio.lowlevel
 import pytest
 
-from anyio_prims.executor import Executor
+from anyio_prims.executor import Executor, JoinHandle
 from anyio_prims.executor._ratelimit import RateLimiter
 
 from .._tasks import settle
@@ -71,24 +72,42 @@ async def test_queued_jobs_are_cancelled_before_running_jobs_see_the_cancellatio
     assert queued.cancelled()
 
 
-async def test_a_submitter_outside_the_block_gets_a_cancelled_handle_on_error() -> None:
+@pytest.mark.parametrize("cancelled_by", ["body", "fail_fast_at_exit"])
+async def test_a_submitter_outside_the_block_gets_a_cancelled_handle_on_error(
+    cancelled_by: str,
+) -> None:
     # A task outside the executor's task group waits in submit() for room;
-    # when the body raises, every job is cancelled and the waiting submit
+    # when the body raises, or when a job fails under fail_fast while the
+    # exit waits for the jobs, every job is cancelled and the waiting submit
     # returns a handle that is already cancelled instead of waiting forever.
+    # At the exit the queued job is the last one pending: settling it used
+    # to close the executor first, and the submit got RuntimeError("the
+    # Executor is closed").
     got: list[object] = []
+    errors: list[BaseException] = []
     started = anyio.Event()
+    fail = anyio.Event()
 
     async def blocker() -> None:
         started.set()
-        await anyio.sleep(math.inf)
+        if cancelled_by == "body":
+            await anyio.sleep(math.inf)
+        await fail.wait()
+        raise BodyError
+
+    async def fail_once_all_wait() -> None:
+        await anyio.wait_all_tasks_blocked()  # the body waits at its exit
+        fail.set()
 
     with anyio.fail_after(5):
         async with anyio.create_task_group() as others:
             try:
-                async with Executor(1, max_queued=1) as ex:
+                async with Executor(
+                    1, max_queued=1, fail_fast=cancelled_by != "body"
+                ) as ex:
                     ex.spawn(blocker)
                     await started.wait()
-                    ex.spawn(noop)  # the queue is full now
+                    queued = ex.spawn(noop)  # the queue is full now
 
                     async def submitter() -> None:
                         got.append(await ex.submit(noop))
@@ -97,11 +116,63 @@ async def test_a_submitter_outside_the_block_gets_a_cancelled_handle_on_error() 
                     await settle()
                     assert ex.statistics().jobs_queued == 1
                     assert not got  # it waits for room
-                    raise BodyError
+                    if cancelled_by == "body":
+                        raise BodyError
+                    others.start_soon(fail_once_all_wait)
             except BaseException as exc:
-                assert_body_error(exc)
+                errors.append(exc)
+    assert len(errors) == 1
+    assert_body_error(errors[0])
+    assert queued.cancelled()
     assert len(got) == 1
     assert got[0].cancelled()  # type: ignore[attr-defined]
+
+
+async def test_cancelling_the_last_queued_job_at_the_exit_admits_a_submitter(
+    anyio_backend: Any,
+) -> None:
+    # The body is done and the exit waits for its one job, queued, when a
+    # task outside the block cancels it before the worker that the spawn
+    # started runs: the submit waiting for room gets that room, and its job
+    # runs before the block exits.  Settling the last pending job used to
+    # close the executor first and fail the submit with RuntimeError("the
+    # Executor is closed").  asyncio only: the two tasks run before the
+    # worker because asyncio runs tasks in the order they were woken, where
+    # Trio runs the tasks of one step forward or reversed at random.
+    if anyio_backend[0] != "asyncio":
+        pytest.skip("Trio does not keep the order of tasks woken at once")
+    ran: list[str] = []
+    go = anyio.Event()
+    box: dict[str, object] = {}
+
+    async def job(name: str) -> str:
+        ran.append(name)
+        return name
+
+    async def submitter() -> None:
+        await go.wait()
+        ex = box["ex"]
+        assert isinstance(ex, Executor)
+        handle = await ex.submit(job, "submitted")
+        box["result"] = await handle
+
+    async def canceller() -> None:
+        await go.wait()
+        queued = box["queued"]
+        assert isinstance(queued, JoinHandle)
+        queued.cancel()
+
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as others:
+            others.start_soon(submitter)
+            others.start_soon(canceller)
+            await settle()
+            async with Executor(1, max_queued=1) as ex:
+                box["ex"] = ex
+                go.set()  # both run before the worker the spawn starts
+                box["queued"] = ex.spawn(job, "queued")
+            assert "submitted" in ran  # the block waited for the admitted job
+    assert box["result"] == "submitted"
 
 
 async def test_spawn_many_queues_only_the_jobs_no_idle_worker_took() -> None:
