@@ -71,8 +71,11 @@ def host(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture(params=["guest", "nested"])
-def run_trio(request: pytest.FixtureRequest, host: str) -> Callable[[TrioMain], Any]:
-    """Run a Trio main function inside a fresh ``host`` loop, in each way."""
+def run_trio(
+    request: pytest.FixtureRequest, host: str, task_map: str
+) -> Callable[[TrioMain], Any]:
+    """Run a Trio main function inside a fresh ``host`` loop, in each way,
+    with asyncio's loop -> task map kept and left empty (``task_map``)."""
     if request.param == "guest":
         return lambda trio_main: run_on_host(host, guest_run(trio_main))
     return lambda trio_main: run_on_host(host, nested_run(trio_main))
