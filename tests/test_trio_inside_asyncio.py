@@ -402,3 +402,43 @@ def test_primitives_work_in_an_asyncio_run_nested_in_a_trio_task(host: str) -> N
 
     assert trio.run(trio_main) == list(range(50))
     assert order == ["a", "b"]
+
+
+@pytest.mark.skipif(
+    FORCE_GENERIC,
+    reason="AnyIO takes Trio's path in an asyncio run nested in a Trio task",
+)
+def test_a_taken_send_cancelled_in_an_asyncio_run_nested_in_a_trio_task_returns(
+    host: str,
+) -> None:
+    # A rendezvous send whose item a receive_nowait() took, cancelled with
+    # task.cancel() before it resumed: it returns, and the cancellation is
+    # raised at the task's next checkpoint, as in a plain asyncio run.  The
+    # library tells asyncio's cancellation by its own detection: AnyIO's
+    # cancelled-exception class is Trio's on this thread.
+    async def inner() -> tuple[int, list[str]]:
+        tx, rx = mpsc.channel[int](0)
+        log: list[str] = []
+
+        async def sender() -> None:
+            await tx.send(1)
+            log.append("returned")
+            try:
+                await asyncio.sleep(0)
+            except asyncio.CancelledError:
+                log.append("cancelled at the next checkpoint")
+                raise
+
+        task = asyncio.get_running_loop().create_task(sender())
+        await asyncio.sleep(0)  # the send parks
+        item = rx.receive_nowait()  # and is taken
+        task.cancel()  # before it resumes
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return item, log
+
+    async def trio_main() -> tuple[int, list[str]]:
+        result: tuple[int, list[str]] = run_on_host(host, inner())
+        return result
+
+    assert trio.run(trio_main) == (1, ["returned", "cancelled at the next checkpoint"])

@@ -573,8 +573,19 @@ def on_trio() -> bool:
 
 
 def is_cancellation(exc: BaseException) -> bool:
-    """Whether ``exc`` is the running backend's cancellation exception."""
-    try:
+    """Whether ``exc`` is the running backend's cancellation exception.
+
+    The backend as this module detects it: AnyIO's
+    ``get_cancelled_exc_class()`` asks sniffio, which answers "trio" for
+    the whole thread of a Trio run, also for the tasks of an asyncio loop
+    run inside one of its tasks.
+    """
+    if asyncio_loop() is not None:
+        return isinstance(exc, asyncio.CancelledError)
+    trio = sys.modules.get("trio")
+    if trio is not None:
+        return isinstance(exc, trio.Cancelled)
+    try:  # pragma: no cover - neither asyncio nor Trio
         return isinstance(exc, anyio.get_cancelled_exc_class())
     except Exception:  # pragma: no cover - no backend running
         return False
