@@ -20,12 +20,15 @@
 # tasks run, so where Trio is imported and a Trio task runs on this thread,
 # the tests below also ask :func:`trio_nested`, which walks the stack to
 # find which of the two tasks is the caller's.  The reverse nesting, an
-# ``asyncio.run()`` inside a Trio task, needs nothing: the asyncio task is
-# the caller whenever one runs.  A primitive that parked a task of the
-# outer loop keeps choosing asyncio on its waiter's fast path (``_waiter``),
-# and an owner lookup bound there keeps naming the outer run's task:
-# sharing one primitive between an outer run and a run nested in it is not
-# supported (docs/semantics.md, docs/design.md).
+# ``asyncio.run()`` inside a Trio task, needs no such test (the asyncio task
+# is the caller whenever one runs), but there AnyIO, asking sniffio, takes
+# Trio's path for the whole thread: so a cancellation is told by this
+# module's detection (``is_cancellation``), and what is built on AnyIO's
+# scopes and task groups does not work there.  A primitive that parked a
+# task of the outer loop keeps choosing asyncio on its waiter's fast path
+# (``_waiter``), and an owner lookup bound there keeps naming the outer
+# run's task: sharing one primitive between an outer run and a run nested
+# in it is not supported (docs/semantics.md, docs/design.md).
 #
 # Everything here is a slow path, a 1-in-64 path or the checkpoint of a
 # strict call, which yields anyway.  Budgeted fast paths in the primitives
@@ -112,8 +115,9 @@ TASK_MAP_KEPT: Final = _task_map_kept()
 def asyncio_loop() -> asyncio.AbstractEventLoop | None:
     """The running asyncio loop if an asyncio task runs on it, else ``None``.
 
-    ``None`` also for a Trio task in guest mode on an asyncio host (see the
-    top of this module).  Hot paths write this out inline.
+    ``None`` also for a Trio task in guest mode on an asyncio host, or in a
+    ``trio.run()`` nested in an asyncio task (see the top of this module).
+    Hot paths write this out inline.
     """
     loop = _get_running_loop()
     if (
