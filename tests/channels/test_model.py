@@ -45,6 +45,8 @@ class Pending:
     call: Call
     endpoint: int
     item: Any = None
+    #: a ``receive_many(max_items)`` when set, else a receive
+    max_items: int | None = None
 
 
 @dataclass
@@ -61,6 +63,10 @@ class Model:
     expected: dict[int, tuple[str, Any]] = field(default_factory=dict)
     #: (receiver, item) granted by sends, in order (for the races)
     grants: list[tuple[Pending, Any]] = field(default_factory=list)
+    #: parked receives granted an item in this step, and the item, in the
+    #: order granted: a ``receive_many`` among them takes more when its
+    #: task resumes (see :meth:`resume_many`)
+    in_flight: list[tuple[Pending, Any]] = field(default_factory=list)
 
     def finish(self, call: Call, outcome: str, value: Any = None) -> None:
         self.expected[id(call)] = (outcome, value)
@@ -82,7 +88,7 @@ class Model:
             return ("raised", "BusyResourceError")
         if self.parked_receivers:
             receiver = self.parked_receivers.popleft()
-            self.finish(receiver.call, "returned", item)
+            self.hand(receiver, item)
             self.grants.append((receiver, item))
             return ("returned", None)
         if len(self.buffer) < self.capacity:
@@ -125,6 +131,49 @@ class Model:
             items.append(more[1])
         return ("returned", items)
 
+    def hand(self, receiver: Pending, item: Any) -> None:
+        """Grant ``item`` to a parked receive: a receive returns it, unless
+        a ``receive_many`` granted in the same step takes it first (see
+        :meth:`resume_many`)."""
+        if receiver.max_items is None:
+            self.finish(receiver.call, "returned", item)
+        self.in_flight.append((receiver, item))
+
+    def resume_many(self) -> None:
+        """The receives granted an item in this step resume, in the order
+        granted (the game keeps a ``receive_many`` the only one granted in
+        a step on Trio, which runs them in any order).
+
+        Each takes the oldest item not yet delivered, so a ``receive_many``
+        that takes more takes first the items granted to the receives
+        behind it, which move on to the next ones: it takes as many as
+        are free (buffered, not granted), up to its ``max_items``.  No
+        sender is parked while receivers are."""
+        in_flight, self.in_flight = self.in_flight, []
+        if all(receiver.max_items is None for receiver, _ in in_flight):
+            return
+        assert not self.parked_senders
+        queue = deque(item for _, item in in_flight)
+        queue.extend(self.buffer)
+        reserved = len(in_flight)
+        for receiver, _ in in_flight:
+            reserved -= 1
+            items = [queue.popleft()]
+            if receiver.max_items is None:
+                self.finish(receiver.call, "returned", items[0])
+                continue
+            while (
+                len(items) < receiver.max_items
+                and self.receivers_open[receiver.endpoint]
+                and len(queue) > reserved
+            ):
+                items.append(queue.popleft())
+            event(f"a parked receive_many took {len(items)} of {receiver.max_items}")
+            if len(in_flight) > 1:
+                event("a parked receive_many resumed with other receives")
+            self.finish(receiver.call, "returned", items)
+        self.buffer = queue
+
     def cancel(self, pending: Pending) -> None:
         for queue in (self.parked_senders, self.parked_receivers):
             if pending in queue:
@@ -135,8 +184,7 @@ class Model:
         if not self.receivers_left():
             return
         if self.parked_receivers:
-            receiver = self.parked_receivers.popleft()
-            self.finish(receiver.call, "returned", item)
+            self.hand(self.parked_receivers.popleft(), item)
         else:
             self.buffer.appendleft(item)
 
@@ -274,6 +322,8 @@ class Game:
     def receive(self, pick: int, through_async_for: bool = False) -> bool:
         ep = pick % len(self.receivers)
         expect = self.model.receive(ep)
+        if expect is None and not self.on_asyncio and self.many_parked():
+            return False  # see receive_many()
         receiver = self.receivers[ep]
         operation = (
             partial(first_item, receiver) if through_async_for else receiver.receive
@@ -289,15 +339,21 @@ class Game:
         return True
 
     async def receive_many(self, pick: int) -> bool:
-        """``receive_many(1 + pick % 4)`` where it does not block (the
-        drop-in streams have none): it takes what is there, up to that
-        many, and senders parked behind the buffer move up.
+        """``receive_many(1 + pick % 4)`` (the drop-in streams have none):
+        it takes what is there, up to that many, and senders parked behind
+        the buffer move up.
 
         With no receiver parked, the test task first gives it something to
         take (a receiver woken meanwhile could run before or after the call
         on Trio): for picks 0-3 with nothing there, one to three items sent
         without waiting; for picks 4-7, a bounded buffer filled and up to
-        two senders parked behind it."""
+        two senders parked behind it.  Where there is still nothing to take
+        (receivers parked already, or no bound), the call parks; a later
+        step's send grants it an item, and it takes more when it resumes
+        (:meth:`Model.resume_many`).  On Trio, which runs the tasks woken
+        together in any order, such a call parks only where no receive is
+        parked, and no receive parks behind it, so that what it takes is
+        never a matter of that order."""
         if self.flavour == "memory":
             return False
         model = self.model
@@ -313,10 +369,20 @@ class Game:
                 self.send(pick)
                 await settle()
                 started = True
-        if self.would_park_receiver(pick):
-            return started
         ep = pick % len(self.receivers)
         max_items = 1 + pick % 4
+        if self.would_park_receiver(pick):
+            if not self.on_asyncio and model.parked_receivers:
+                return started
+            event(f"receive_many({max_items}) parked")
+            call = Call(
+                partial(self.receivers[ep].receive_many, max_items), self.source
+            )
+            self.calls.append(call.start(self.tg))
+            parked = Pending(call, ep, max_items=max_items)
+            model.parked_receivers.append(parked)
+            self.pending.append(parked)
+            return True
         senders_parked = len(model.parked_senders)
         expect = model.receive_many(ep, max_items)
         if expect[0] == "returned":
@@ -403,7 +469,8 @@ class Game:
         )
         started = False
         while len(parked) < 1 + pick // 4 and would_park(pick):
-            (self.send if parks_sender else self.receive)(pick)
+            if not (self.send if parks_sender else self.receive)(pick):
+                break
             await settle()
             started = True
         if not parked:
@@ -455,11 +522,11 @@ class Game:
         maybe close that sender, and cancel the head receiver, all in one
         step."""
         model = self.model
-        if not self.on_asyncio:
-            return False
+        if not self.on_asyncio or self.many_parked():
+            return False  # the items a parked receive_many takes: not modelled
         wanted = 1 + pick % 2 if self.flavour in MANY_RECEIVERS else 1
         while len(model.parked_receivers) < wanted and self.would_park_receiver(pick):
-            self.receive(pick)
+            assert self.receive(pick)
             await settle()
         ep = pick % len(self.senders)
         if not model.parked_receivers or not model.senders_open[ep]:
@@ -552,6 +619,10 @@ class Game:
         assert got == [expect]
         return True
 
+    def many_parked(self) -> bool:
+        """Whether a ``receive_many`` is parked."""
+        return any(p.max_items is not None for p in self.model.parked_receivers)
+
     def would_park_receiver(self, pick: int) -> bool:
         model = self.model
         ep = pick % len(self.receivers)
@@ -616,6 +687,38 @@ _CLOSED_CLONE_ASYNC_FOR = [
     ("receive", 0),
 ]
 
+# A ``receive_many(4)`` parked with no bound (pick 7), then three items
+# sent in one step: it is granted the first and takes the other two when it
+# resumes.
+_PARKED_MANY_TAKES_MORE = [
+    ("receive_many", 7),
+    ("send_nowait_burst", 1),
+    ("receive", 0),
+]
+
+# A receive parked ahead of a ``receive_many(2)`` (pick 1, receivers
+# parked already), then three items in one step: one to each, and the
+# third to the ``receive_many`` when it resumes; the receive that comes
+# after parks.
+_PARKED_MANY_BEHIND_A_RECEIVE = [
+    ("clone_receiver", 0),
+    ("receive", 0),
+    ("receive_many", 1),
+    ("send_nowait_burst", 1),
+    ("receive", 1),
+]
+
+# A ``receive_many(2)`` parked with no bound (pick 5) and a receive parked
+# behind it, then three items in one step (asyncio): the receive_many
+# resumes first and takes the two oldest, the one granted to the receive
+# too, which gets the third.
+_MANY_AHEAD_OF_ONE = [
+    ("receive_many", 5),
+    ("receive", 0),
+    ("send_nowait_burst", 1),
+    ("receive", 0),
+]
+
 
 @settings(
     max_examples=100,
@@ -633,6 +736,10 @@ _CLOSED_CLONE_ASYNC_FOR = [
 @example(flavour="mpsc", capacity=0, strict=False, steps=_CLOSED_CLONE_SENDS)
 @example(flavour="mpmc", capacity=1, strict=False, steps=_CLOSED_CLONE_SENDS)
 @example(flavour="spmc", capacity=2, strict=False, steps=_CLOSED_CLONE_ASYNC_FOR)
+@example(flavour="mpsc", capacity=math.inf, strict=False, steps=_PARKED_MANY_TAKES_MORE)
+@example(flavour="mpmc", capacity=0, strict=True, steps=_PARKED_MANY_BEHIND_A_RECEIVE)
+@example(flavour="spmc", capacity=2, strict=False, steps=_PARKED_MANY_BEHIND_A_RECEIVE)
+@example(flavour="mpmc", capacity=math.inf, strict=False, steps=_MANY_AHEAD_OF_ONE)
 async def test_channel_behaves_as_the_model_queue(
     anyio_backend_name: str,
     flavour: str,
@@ -651,6 +758,7 @@ async def test_channel_behaves_as_the_model_queue(
             if not isinstance(done, bool):
                 done = await done
             if done:
+                game.model.resume_many()
                 await settle()
                 check(game.model, game.calls, game.senders[0])
         await game.finish()
