@@ -43,6 +43,7 @@ from ._support import (
     MANY_RECEIVERS,
     MANY_SENDERS,
     Call,
+    drain,
     looks_between_call_and_park,
     make,
     park_receives,
@@ -867,6 +868,36 @@ async def test_receive_many_closed_after_its_grant_returns_the_granted_item_alon
     assert receiver.result == ["granted"]
     assert other.statistics().items_buffered == 2
     assert await other.receive_many(10) == ["b", "c"]
+
+
+async def test_receive_many_woken_with_a_receive_delivers_each_item_once_in_order(
+    flavour: str,
+) -> None:
+    # A receive_many parked ahead of a receive; four items sent in one step
+    # wake both.  Whichever task runs first (asyncio runs them in wake-up
+    # order, Trio in any order: hence the rounds), each item is delivered
+    # once, the receive_many gets the oldest item first and its items in
+    # the order sent, and the items it did not take stay buffered, in
+    # order.
+    if flavour not in MANY_RECEIVERS:
+        pytest.skip("one receiver")
+    tx, rx = channel(flavour, math.inf)
+    other = rx.clone()
+    for round_ in range(20):
+        sent = [(round_, i) for i in range(4)]
+        async with anyio.create_task_group() as tg:
+            many = Call(lambda: rx.receive_many(2)).start(tg)
+            await settle()
+            one = Call(other.receive).start(tg)
+            await settle()
+            for item in sent:
+                tx.send_nowait(item)
+        left = drain(rx)
+        assert many.result[0] == sent[0]
+        assert many.result == sorted(many.result)
+        assert len(many.result) == 2
+        assert left == sorted(left)
+        assert sorted([*many.result, one.result, *left]) == sent
 
 
 # ---------------------------------------------------------------------------
