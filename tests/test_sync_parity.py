@@ -1140,28 +1140,47 @@ async def test_a_primitive_with_parked_tasks_is_not_copied() -> None:
         sem.release()  # the parked task takes it and ends
 
 
-@pytest.mark.parametrize("how", ["lock", "write", "read"])
+async def _hold(how: str) -> tuple[Any, Callable[[], None]]:
+    """A primitive held as ``how`` says, and what releases it."""
+    if how == "lock":
+        lock = Lock()
+        await lock.acquire()
+        return lock, lock.release
+    if how in ("write", "read"):
+        rwlock = RWLock()
+        await getattr(rwlock, f"acquire_{how}")()
+        return rwlock, getattr(rwlock, f"release_{how}")
+    limiter = CapacityLimiter(2)
+    if how == "token":
+        await limiter.acquire()
+        return limiter, limiter.release
+    limiter.acquire_on_behalf_of_nowait("job-1")
+    return limiter, partial(limiter.release_on_behalf_of, "job-1")
+
+
+@pytest.mark.parametrize("how", ["lock", "write", "read", "token", "on_behalf_of"])
 async def test_a_held_lock_is_not_copied_and_its_owner_is_not_walked(how: str) -> None:
     # A task cannot be copied; a copy that walked into it first would leave
     # half-copied backend objects behind (on Trio, "Exception ignored"
-    # reports from their __del__).
-    prim: Any = Lock() if how == "lock" else RWLock()
-    acquire, release = {
-        "lock": ("acquire", "release"),
-        "write": ("acquire_write", "release_write"),
-        "read": ("acquire_read", "release_read"),
-    }[how]
-    await getattr(prim, acquire)()
+    # reports from their __del__).  A limiter token borrowed on behalf of
+    # an object of the caller's is not copied either: a copy cannot take
+    # over that borrower.
+    prim, release = await _hold(how)
+    refusal = (
+        "that a task holds"
+        if how in ("lock", "write", "read")
+        else ("whose tokens are borrowed")
+    )
     unraisable: list[object] = []
     previous = sys.unraisablehook
     sys.unraisablehook = unraisable.append
     try:
         for attempt in (copy.copy, copy.deepcopy, pickle.dumps):
-            with pytest.raises(TypeError, match="that a task holds"):
+            with pytest.raises(TypeError, match=refusal):
                 attempt(prim)
         gc.collect()
     finally:
         sys.unraisablehook = previous
-        getattr(prim, release)()
+        release()
     assert unraisable == []
     assert copy.copy(prim) is not prim  # idle again: copies

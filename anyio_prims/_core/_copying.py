@@ -7,8 +7,8 @@
 # primitive therefore makes what ``copy.deepcopy()`` and pickling make: an
 # independent primitive with the same settings and state, whose wait
 # structures start empty and bound to no event loop.  Like them it raises
-# TypeError for a primitive that tasks wait in, or a lock a task holds (a
-# task cannot be copied).
+# TypeError for a primitive that tasks wait in, a lock a task holds (a task
+# cannot be copied), or a limiter whose tokens are borrowed.
 from __future__ import annotations
 
 import copy

@@ -78,6 +78,22 @@ class CapacityLimiter(CopiedWhole):
         self._waiters: WaitQueue[object] | Unopened = NOT_OPENED
         self.total_tokens = total_tokens
 
+    def __getstate__(self) -> tuple[None, dict[str, object]]:
+        # copy, deepcopy and pickle: an idle limiter copies (its wait queue
+        # copies empty, or refuses if tasks are parked in it).  One whose
+        # tokens are borrowed does not: a copy cannot hold a token for a
+        # task, nor take over a borrower of the caller's, and a task is not
+        # walked into (on Trio, a half-copied task leaves noise behind).
+        if self._borrowers:
+            raise TypeError(
+                f"cannot copy a {type(self).__name__} whose tokens are borrowed"
+            )
+        return None, {
+            "_borrowers": set(),
+            "_total_tokens": self._total_tokens,
+            "_waiters": self._waiters,
+        }
+
     @property
     def total_tokens(self) -> float:
         """The total number of tokens (an int or ``math.inf``); writable.
