@@ -218,10 +218,10 @@ def cancel_as_slot_sleep_ends(
     real_wait = RateLimiter.wait
     waits = 0
 
-    async def wait(self: RateLimiter) -> None:
+    async def wait(self: RateLimiter, job: object) -> None:
         nonlocal waits
         waits += 1
-        await real_wait(self)
+        await real_wait(self, job)
         if waits == nth:
             assert cancel()
 

@@ -817,7 +817,7 @@ class Executor:
                     # worker does not sleep on for a job that is gone.
                     job._scope = scope
                     try:
-                        await limiter.wait()
+                        await limiter.wait(job)
                     except BaseException:
                         if job._state == HANDED:
                             self._settle(job, CANCELLED, None)

@@ -212,7 +212,12 @@ class JoinHandle(Generic[T]):
             self._executor._settle(self, CANCELLED, None)  # its worker skips it
             if scope is not None:
                 # Its worker sleeps for the job's start slot (max_per_second):
-                # wake it, for the next job or the block's exit.
+                # free the slot now, for the next job (its worker may run
+                # before this one does), and wake the worker, for the next
+                # job or the block's exit.
+                limiter = self._executor._limiter
+                if limiter is not None:
+                    limiter.give_back(self)
                 del self
                 scope.cancel()
             return True

@@ -214,8 +214,8 @@ async def test_rate_limiter_sleeps_again_when_a_timer_fires_early(
     monkeypatch.setattr(anyio, "sleep", early_sleep)
     limiter = RateLimiter(10.0)  # one start every 0.1 s
     with anyio.fail_after(5):
-        await limiter.wait()  # the first start is due at once
+        await limiter.wait("first")  # the first start is due at once
         first = anyio.current_time()
-        await limiter.wait()
+        await limiter.wait("second")
         second = anyio.current_time()
     assert second - first >= 0.1 - 1e-3

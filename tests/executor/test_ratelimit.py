@@ -99,28 +99,28 @@ def test_a_cancelled_wait_gives_its_slot_back_when_it_is_the_last() -> None:
     async def main() -> list[float]:
         limiter = RateLimiter(1.0)
         t0 = trio.current_time()
-        await limiter.wait()  # the slot at t0
+        await limiter.wait("a")  # the slot at t0
         with trio.move_on_after(0.5) as moved_on:
-            await limiter.wait()  # the slot at t0 + 1: given up at t0 + 0.5
+            await limiter.wait("b")  # the slot at t0 + 1: given up at t0 + 0.5
         assert moved_on.cancelled_caught  # the wait raised the cancellation
-        await limiter.wait()  # gets t0 + 1 again
+        await limiter.wait("c")  # gets t0 + 1 again
         t1 = trio.current_time()
         given_up = trio.CancelScope()
 
         async def give_up() -> None:
             with given_up:
-                await limiter.wait()  # t0 + 2, given up below
+                await limiter.wait("d")  # t0 + 2, given up below
 
         async with trio.open_nursery() as nursery:
             # A wait given up with a later reservation behind it leaves the
             # gap: the later one keeps its slot.
             nursery.start_soon(give_up)
             await trio.testing.wait_all_tasks_blocked()
-            nursery.start_soon(limiter.wait)  # t0 + 3
+            nursery.start_soon(limiter.wait, "e")  # t0 + 3
             await trio.testing.wait_all_tasks_blocked()
             given_up.cancel()
         assert given_up.cancelled_caught
-        await limiter.wait()  # t0 + 4
+        await limiter.wait("f")  # t0 + 4
         return [t1 - t0, trio.current_time() - t0]
 
     # trio.run, not anyio.run (see above).
@@ -151,3 +151,85 @@ async def test_a_job_cancelled_as_its_slot_sleep_ends_leaves_the_next_job_runnin
     assert handles[0].result() == 0
     assert handles[1].cancelled()
     assert handles[2].result() == 2
+
+
+def test_a_slot_given_back_before_its_waiter_resumes_goes_to_the_next_wait() -> None:
+    # give_back() frees the slot at once (a job's cancel() calls it), so a
+    # wait that reserves before the given-up one has resumed gets that
+    # slot; the given-up wait, cancelled, does not give it back a second
+    # time, which would free the new holder's slot.
+    trio = pytest.importorskip("trio")
+    from trio.testing import MockClock
+
+    from anyio_prims.executor._ratelimit import RateLimiter
+
+    async def main() -> list[float]:
+        limiter = RateLimiter(1.0)
+        t0 = trio.current_time()
+        await limiter.wait("first")  # the slot at t0
+        starts: list[float] = []
+        given_up = trio.CancelScope()
+
+        async def give_up() -> None:
+            with given_up:
+                await limiter.wait("given up")  # t0 + 1, given back below
+
+        async def start(job: str) -> None:
+            await limiter.wait(job)
+            starts.append(trio.current_time() - t0)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(give_up)
+            await trio.testing.wait_all_tasks_blocked()
+            limiter.give_back("given up")
+            given_up.cancel()
+            # Before the given-up wait has resumed:
+            nursery.start_soon(start, "next")  # t0 + 1, the slot freed
+            await trio.testing.wait_all_tasks_blocked()
+            nursery.start_soon(start, "after")  # t0 + 2
+        assert given_up.cancelled_caught
+        return starts
+
+    # trio.run, not anyio.run (see above).
+    starts = trio.run(main, clock=MockClock(autojump_threshold=0))
+    assert [round(t, 9) for t in starts] == [1.0, 2.0]
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_a_job_cancelled_while_waiting_for_its_slot_frees_it_for_the_next_job(
+    backend: str,
+) -> None:
+    # Spawned right after the cancel, the next job gets the freed slot, on
+    # Trio too, where its worker may run before the cancelled one.  Ten
+    # runs: Trio orders the two workers at random.
+    if backend == "trio":
+        trio = pytest.importorskip("trio")
+        from trio.testing import MockClock
+
+    async def once() -> float:
+        t0 = anyio.current_time()
+        starts: dict[int, float] = {}
+
+        async def job(i: int) -> None:
+            starts[i] = anyio.current_time() - t0
+
+        async with Executor(max_per_second=10.0) as ex:  # t0, t0 + 0.1, ...
+            ex.spawn(job, 0)
+            second = ex.spawn(job, 1)  # its worker sleeps for t0 + 0.1
+            await anyio.sleep(0.01)
+            assert second.cancel()
+            ex.spawn(job, 2)
+        assert second.cancelled()
+        return starts[2]
+
+    async def main() -> list[float]:
+        return [await once() for _ in range(10)]
+
+    if backend == "trio":
+        # trio.run, not anyio.run (see above).
+        starts = trio.run(main, clock=MockClock(autojump_threshold=0))
+        assert [round(s, 9) for s in starts] == [0.1] * 10
+    else:
+        starts = anyio.run(main, backend=backend)
+        # The real clock: the slot at t0 + 0.1, not the one after it.
+        assert all(0.1 - 0.002 <= s < 0.19 for s in starts), starts
