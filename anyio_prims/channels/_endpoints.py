@@ -284,11 +284,14 @@ class ReceiveEndpoint(_Endpoint, ObjectReceiveStream[T_co], Generic[T_co]):
         otherwise when it blocks and at least once every 64 calls that do
         not.  Blocked receivers are served in arrival order.
 
-        Each call takes the oldest item not yet delivered: one granted to a
-        receiver that has not run yet is taken, and that receiver's
-        reservation moves on to the next item (on Trio, not one granted
-        before an item already delivered: that one stays for its own
-        receiver, so no task gets a sender's items out of order).
+        Each call takes the oldest item not yet delivered.  While a
+        receiver granted an item has not run yet, a call takes an item only
+        if one is free, one that no woken receiver is owed (else it waits,
+        as if those receivers had run); it then takes the oldest, the one
+        granted, and that receiver's reservation moves on to the next item.
+        On Trio, an item granted before one already delivered is not taken:
+        it stays for its own receiver, so no task gets a sender's items out
+        of order.
         Cancelled before an item was granted: nothing was taken.  Cancelled
         after one was granted but before the task ran: the item goes to the
         next receiver, or back to the front of the buffer, and the

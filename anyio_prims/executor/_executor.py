@@ -224,7 +224,9 @@ def _check_positive_int(value: object, name: str) -> int:
 
 def _check_number(value: object, name: str) -> float:
     if not isinstance(value, (int, float)) or isinstance(value, bool):
-        raise TypeError(f"{name} must be a number or None, not {type(value).__name__}")
+        raise TypeError(
+            f"{name} must be an int, a float or None, not {type(value).__name__}"
+        )
     return value
 
 
@@ -244,8 +246,9 @@ class Executor:
         twice that exits, and a later job starts a new one (``None`` or
         ``math.inf``: workers stay until the block exits)
     :raises TypeError: if ``max_workers`` or ``max_queued`` is neither an
-        int nor ``None``, ``max_per_second`` or ``idle_timeout`` neither a
-        number nor ``None``, or ``fail_fast`` not a bool
+        int nor ``None``, ``max_per_second`` or ``idle_timeout`` none of an
+        int, a float and ``None`` (a ``Fraction`` or ``Decimal`` too), or
+        ``fail_fast`` not a bool
     :raises ValueError: if ``max_workers`` or ``max_queued`` is below 1,
         ``max_per_second`` is not above 0 and finite, or ``idle_timeout`` is
         not above 0

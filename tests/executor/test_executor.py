@@ -9,6 +9,8 @@ import math
 import sys
 import weakref
 from collections.abc import Awaitable, Callable
+from decimal import Decimal
+from fractions import Fraction
 from typing import Any
 
 import anyio
@@ -1260,6 +1262,8 @@ async def test_cancelling_a_queued_job_admits_a_waiting_submitter() -> None:
         ({"max_per_second": 0}, ValueError, "max_per_second"),
         ({"max_per_second": math.inf}, ValueError, "max_per_second"),
         ({"max_per_second": "1"}, TypeError, "max_per_second"),
+        ({"max_per_second": Fraction(1, 2)}, TypeError, "max_per_second"),
+        ({"idle_timeout": Decimal("0.5")}, TypeError, "idle_timeout"),
     ],
 )
 async def test_bad_constructor_argument_is_named(
