@@ -423,6 +423,33 @@ async def test_a_receive_after_a_woken_receive_resumed_takes_the_item_sent_since
     assert first.result == "A"
 
 
+@pytest.mark.parametrize("capacity", [0, 2])
+async def test_a_receive_while_every_item_is_owed_to_woken_receivers_waits(
+    flavour: str, capacity: int
+) -> None:
+    # R1 is granted A and R2 B, and neither has run: no item is free, so
+    # another receiver takes none of theirs.  It waits, as if they had
+    # run, and receive_nowait() raises WouldBlock.
+    if flavour not in MANY_RECEIVERS:
+        pytest.skip("one receiver")
+    tx, rx = channel(flavour, capacity)
+    third = rx.clone()
+    async with anyio.create_task_group() as tg:
+        first = Call(rx.clone().receive).start(tg)
+        await settle()
+        second = Call(rx.clone().receive).start(tg)
+        await settle()
+        tx.send_nowait("A")
+        tx.send_nowait("B")
+        with pytest.raises(anyio.WouldBlock):
+            third.receive_nowait()
+        late = Call(third.receive).start(tg)
+        await settle()
+        assert late.outcome is None
+        tx.send_nowait("C")
+    assert (first.result, second.result, late.result) == ("A", "B", "C")
+
+
 async def test_closing_one_receiver_clone_keeps_buffered_items(flavour: str) -> None:
     if flavour not in MANY_RECEIVERS:
         pytest.skip("the receiver cannot be cloned")
