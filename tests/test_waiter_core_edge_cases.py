@@ -152,3 +152,33 @@ async def test_a_single_side_call_made_before_a_cancelled_one_runs_stays_parked(
     await first.finished.wait()
     assert first.outcome == "cancelled"
     assert got == ["x"]
+
+
+def test_a_trio_waiter_settled_before_its_task_sleeps_lets_the_cancellation_wait() -> (
+    None
+):
+    # Code that runs inside a task's own step, after its waiter is parked
+    # and before the task goes to sleep (a finalizer the collector runs
+    # there, say), may grant the waiter: Trio then has the task rescheduled
+    # before it sleeps.  A cancellation pending as it goes to sleep makes
+    # Trio call the abort callback of a waiter already settled: it must
+    # refuse (the task keeps its grant, and the cancellation waits for its
+    # next checkpoint), not take the waiter out a second time.
+    trio = pytest.importorskip("trio")
+    if core.FORCE_GENERIC:
+        pytest.skip("Trio's own waiter")
+
+    async def main() -> tuple[object, bool]:
+        slot: core.Slot[None] = core.Slot()
+        with trio.CancelScope() as scope:
+            waiter = slot.enqueue(None)
+            granted = slot.pop()
+            assert granted is waiter
+            granted.grant("the grant")
+            scope.cancel()
+            await waiter.wait  # rescheduled already: returns, not cancelled
+            value = waiter.value
+            await trio.lowlevel.checkpoint()  # the cancellation, here
+        return value, scope.cancelled_caught
+
+    assert trio.run(main) == ("the grant", True)

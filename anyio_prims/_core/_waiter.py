@@ -277,8 +277,14 @@ class TrioWaiter(Waiter[P]):
         _trio_reschedule(task)
 
     def _abort(self, raise_cancel: object) -> Any:
-        # Called by Trio only while the task sleeps, so the waiter is PENDING
-        # and still parked.
+        # Called by Trio while the task sleeps, so the waiter is PENDING and
+        # still parked; except where it was settled in its own task's step,
+        # after ``enqueue`` and before the task went to sleep (a finalizer
+        # of the caller's that a garbage collection ran there, sending on a
+        # channel): Trio has that task rescheduled already, and a
+        # cancellation it would deliver now waits for its next checkpoint.
+        if self.state is not PENDING:
+            return trio_lowlevel().Abort.FAILED
         self._abandon()
         owner = self.owner
         self._task = self.owner = None  # type: ignore[assignment]
