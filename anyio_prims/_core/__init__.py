@@ -16,6 +16,7 @@ from ._backend import (
     take_checkpoints,
     task_finder,
     task_info,
+    threadsafe_call_soon,
 )
 from ._budget import BUDGET, BUDGET_SIZE
 from ._copying import CopiedWhole, NotCopied
@@ -64,4 +65,5 @@ __all__ = [
     "take_checkpoints",
     "task_finder",
     "task_info",
+    "threadsafe_call_soon",
 ]

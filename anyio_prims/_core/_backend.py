@@ -568,6 +568,23 @@ def task_info(task: object) -> anyio.TaskInfo:
     return anyio.TaskInfo(id(task), None, name, coro)
 
 
+def threadsafe_call_soon() -> Callable[[Callable[[], object]], object]:
+    """The running event loop's way to run a callback soon, safely from
+    anywhere: asyncio's ``loop.call_soon_threadsafe``, or Trio's
+    ``TrioToken.run_sync_soon``.
+
+    For a finalizer to wake a task with.  A ``__del__`` runs wherever the
+    collector runs: inside the event loop's own bookkeeping (where Trio
+    loses a task rescheduled while it copies its run queue), or in another
+    thread (where waking a task directly is not safe on either backend).
+    Both calls are safe there, as from a signal handler.
+    """
+    loop = asyncio_loop()
+    if loop is not None:
+        return loop.call_soon_threadsafe
+    return trio_lowlevel().current_trio_token().run_sync_soon  # type: ignore[no-any-return]
+
+
 def on_trio() -> bool:
     """Whether the running task is a Trio task (whichever waiter is in use).
 

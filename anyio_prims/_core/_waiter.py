@@ -807,6 +807,19 @@ class Slot(Parking[P]):
             return None
         return waiter
 
+    def withdraw(self, waiter: Waiter[P]) -> None:
+        """Take back ``waiter``, which ``enqueue`` just parked here, before
+        its task awaits it: the task found that it need not wait after all.
+        The waiter is dropped (its sleep closed, never awaited), not kept
+        for reuse."""
+        self.parked = None
+        waiter._abandon()
+        if type(waiter) is TrioWaiter:
+            waiter._task = waiter.owner = None  # type: ignore[assignment]
+        close = getattr(waiter.wait, "close", None)
+        if close is not None:  # a coroutine (Trio's sleep, an event's wait)
+            close()
+
     def grant_head(self, value: object) -> Waiter[P] | None:
         """Take the parked waiter if it is live and grant it ``value``.
 

@@ -15,17 +15,32 @@
 # ``Sender.send`` is synchronous and never blocks: it can be called from
 # callbacks and ``finally`` blocks.  A sender garbage-collected without
 # sending counts as closed, so a receiver never waits for a sender that no
-# longer exists.
+# longer exists.  Its ``__del__`` runs wherever the collector does: in
+# another thread, inside the event loop's bookkeeping, or inside a receive
+# between its look at the sender and its park.  So it marks the sender done
+# at once, and wakes a parked receiver through the loop's thread-safe call
+# (``wake_soon``, taken by the receive before it parks), never directly;
+# and a receive looks at the sender again once its waiter is in the slot.
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from types import TracebackType
 from typing import Any, Final, Generic, TypeVar
 
 import anyio
 from anyio.abc import ObjectReceiveStream
 
-from .._core import BUDGET, NOT_OPENED, NotCopied, Slot, Unopened, budget_checkpoint
+from .._core import (
+    BUDGET,
+    BUDGET_SIZE,
+    FAILED,
+    NOT_OPENED,
+    NotCopied,
+    Slot,
+    Unopened,
+    budget_checkpoint,
+    threadsafe_call_soon,
+)
 from ._state import NOTHING, _Nothing
 
 T = TypeVar("T")
@@ -45,7 +60,14 @@ class OneshotState(Generic[T]):
     what it sets.
     """
 
-    __slots__ = ("granted", "item", "receiver_open", "sender_done", "slot")
+    __slots__ = (
+        "granted",
+        "item",
+        "receiver_open",
+        "sender_done",
+        "slot",
+        "wake_soon",
+    )
 
     #: NOTHING until sent, and again once received
     item: T | _Nothing
@@ -56,6 +78,16 @@ class OneshotState(Generic[T]):
     slot: Slot[None] | Unopened
     #: the item was handed to the parked receiver, which has not resumed
     granted: bool
+    #: while a receive waits: its event loop's thread-safe call_soon, for
+    #: a sender's __del__ to wake it with (see the module comment)
+    wake_soon: Callable[[Callable[[], object]], object] | None
+
+    def end_for_parked(self) -> None:
+        """The sender was dropped: a parked receive gets EndOfStream.  Run
+        by the parked task's event loop, soon after that ``__del__``."""
+        waiter = self.slot.pop()
+        if waiter is not None:
+            waiter.fail(anyio.EndOfStream())
 
     def give_back(self, item: T) -> None:
         # Granted, then cancelled before the task ran: the item was not
@@ -141,12 +173,18 @@ class Sender(NotCopied, Generic[T_contra]):
 
     def __del__(self) -> None:
         # Garbage-collected without sending: the receiver must not wait
-        # forever.  Waking it schedules its task; if the event loop is gone
-        # there is no task left to wake.
-        if getattr(self, "_status", None) == _OPEN:
+        # forever.  As close(), except that a parked receive is woken by its
+        # event loop, soon, not from here (see the module comment).
+        if getattr(self, "_status", None) != _OPEN:
+            return
+        self._status = _CLOSED
+        state = self._state
+        state.sender_done = True
+        wake_soon = state.wake_soon
+        if state.slot and wake_soon is not None:
             try:
-                self.close()
-            except RuntimeError:  # pragma: no cover - event loop closed
+                wake_soon(state.end_for_parked)
+            except RuntimeError:  # the event loop is closed: no task to wake
                 pass
 
     def __repr__(self) -> str:
@@ -195,13 +233,41 @@ class Receiver(NotCopied, ObjectReceiveStream[T_co], Generic[T_co]):
         slot = state.slot
         if slot is NOT_OPENED:  # the first receive on this channel to wait
             slot = state.slot = Slot()
+        state.wake_soon = threadsafe_call_soon()
+        # slot.park(None, state.give_back), written out to look again once
+        # the waiter is in the slot: a garbage collection since the look
+        # above (the calls here allocate) may have run a dropped Sender's
+        # __del__, which found nobody parked to wake (or code of the
+        # caller's there may have sent).  Parked now, this task would wait
+        # forever.
+        waiter = slot.enqueue(None)
+        if state.sender_done:
+            slot.withdraw(waiter)  # type: ignore[union-attr]  # opened above
+            state.wake_soon = None
+            return self.receive_nowait()
+        try:
+            await waiter.wait
+        except BaseException as exc:
+            state.wake_soon = None
+            # With a give_back, a grant never stands: the item goes back.
+            slot._interrupted(waiter, exc, state.give_back)
+            raise
+        state.wake_soon = None
+        BUDGET.left = BUDGET_SIZE  # woken: a schedule point (_core/_budget.py)
+        value = waiter.value
+        waiter.value = None  # recycled (see _core/_waiter.py); payload is None
+        slot._spare = waiter
+        if waiter.state is FAILED:
+            try:
+                raise value
+            finally:
+                del value  # the traceback keeps this frame: no cycle
         # ``granted`` is cleared by this call only once it has resumed with
-        # the item (or by give_back): a receive cancelled before any grant
-        # must leave it alone, since another task may have parked after it
-        # and been granted the item before this task ran.
-        got: T_co = await slot.park(None, state.give_back)
+        # the item (or by give_back): a receive cancelled before any grant,
+        # or failed, must leave it alone, since another task may have parked
+        # after it and been granted the item before this task ran.
         state.granted = False
-        return got
+        return value  # type: ignore[no-any-return]
 
     def receive_nowait(self) -> T_co:
         """Return the item if it has been sent.  Not a checkpoint.
@@ -308,6 +374,7 @@ def open_oneshot(strict: bool) -> tuple[Sender[Any], Receiver[Any]]:
     state.receiver_open = True
     state.slot = NOT_OPENED
     state.granted = False
+    state.wake_soon = None
     sender: Sender[Any] = Sender()
     sender._state = state
     sender._status = _OPEN

@@ -6,6 +6,8 @@ from __future__ import annotations
 import copy
 import gc
 import pickle
+import threading
+import time
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -114,6 +116,101 @@ async def test_a_sender_dropped_without_sending_ends_the_stream() -> None:
         gc.collect()
         await settle()
     assert isinstance(receiver.error, anyio.EndOfStream)
+
+
+class _Cycle:
+    """An object in a reference cycle: only the cyclic collector frees it."""
+
+    me: _Cycle
+    sender: oneshot.Sender[int]
+
+
+async def test_a_sender_collected_as_a_receive_parks_ends_the_stream(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A dropped sender in a reference cycle is closed by its __del__ when
+    # the collector runs, which may be at any allocation: also inside
+    # receive(), after it found the sender open and while it makes its
+    # waiter, before the waiter is in the slot (where that close finds
+    # nobody to wake).  The receive must then not wait: it would wait for a
+    # sender that no longer exists.  Each round sets the collector off k
+    # allocations after the receive's task is started, for every k of a
+    # range that spans the window; the rounds that land in it take the
+    # waiter back (counted).
+    withdrawn = 0
+    withdraw = Slot.withdraw
+
+    def counting_withdraw(slot: Slot[None], waiter: Any) -> None:
+        nonlocal withdrawn
+        withdrawn += 1
+        withdraw(slot, waiter)
+
+    monkeypatch.setattr(Slot, "withdraw", counting_withdraw)
+    threshold = gc.get_threshold()
+    hung = []
+    try:
+        for k in range(1, 121):  # 0 would turn the collector off
+            async with anyio.create_task_group() as tg:
+                gc.collect(0)  # the count starts from this round
+                tx, rx = oneshot.channel[int]()
+                sender = weakref.ref(tx)
+                cycle = _Cycle()
+                cycle.me = cycle
+                cycle.sender = tx
+                del tx, cycle
+                gc.set_threshold(gc.get_count()[0] + k, *threshold[1:])
+                receiver = Call(rx.receive).start(tg)
+                await settle()
+                gc.set_threshold(*threshold)
+                if sender() is not None:  # the receive parked first
+                    gc.collect(0)  # the young generation: where the cycle is
+                    if sender() is not None:
+                        gc.collect()
+                # The wake-up of a parked receive comes from the event loop,
+                # soon (a callback settle() does not wait for).
+                with anyio.move_on_after(2):
+                    await receiver.finished.wait()
+                if receiver.outcome is None:
+                    hung.append(k)
+                    receiver.cancel()
+                else:
+                    assert isinstance(receiver.error, anyio.EndOfStream)
+    finally:
+        gc.set_threshold(*threshold)
+    assert hung == []
+    assert withdrawn > 0, "no round collected the sender inside that window"
+
+
+async def test_a_sender_collected_in_another_thread_wakes_the_parked_receive() -> None:
+    # The collector runs finalizers in whichever thread it runs in.  A
+    # parked receive's wake-up from there must reach its event loop, asleep
+    # in its wait for I/O (not merely be queued where that loop looks only
+    # once something else wakes it): within a second, not at the timeout.
+    def collect_after_a_while() -> None:
+        time.sleep(0.2)  # the event loop is asleep, waiting for I/O
+        gc.collect()
+
+    gc.disable()  # the cycle stays for the other thread's collection
+    try:
+        tx, rx = oneshot.channel[int]()
+        cycle = _Cycle()
+        cycle.me = cycle
+        cycle.sender = tx
+        del tx, cycle
+        async with anyio.create_task_group() as tg:
+            receiver = Call(rx.receive).start(tg)
+            await settle()
+            collector = threading.Thread(target=collect_after_a_while)
+            start = time.monotonic()
+            collector.start()
+            with anyio.move_on_after(10):
+                await receiver.finished.wait()
+            elapsed = time.monotonic() - start
+            collector.join()
+    finally:
+        gc.enable()
+    assert isinstance(receiver.error, anyio.EndOfStream)
+    assert elapsed < 2
 
 
 async def test_closing_the_sender_after_sending_keeps_the_item() -> None:
