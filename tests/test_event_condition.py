@@ -193,14 +193,63 @@ async def test_condition_accepts_an_anyio_lock() -> None:
     assert not lock.locked()
 
 
+class _LoggingLock:
+    """Not an anyio.Lock: a wrapper of one with its methods, as AnyIO's
+    Condition takes."""
+
+    def __init__(self) -> None:
+        self.inner = anyio.Lock()
+        self.calls: list[str] = []
+
+    async def acquire(self) -> None:
+        self.calls.append("acquire")
+        await self.inner.acquire()
+
+    def acquire_nowait(self) -> None:
+        self.calls.append("acquire_nowait")
+        self.inner.acquire_nowait()
+
+    def release(self) -> None:
+        self.calls.append("release")
+        self.inner.release()
+
+    def locked(self) -> bool:
+        return self.inner.locked()
+
+    def statistics(self) -> anyio.LockStatistics:
+        return self.inner.statistics()
+
+
+async def test_condition_takes_an_object_with_the_lock_api_as_anyio_s_does() -> None:
+    lock = _LoggingLock()
+    cond = Condition(lock)  # type: ignore[arg-type]  # as AnyIO's: at run time
+    woken = []
+
+    async def waiter() -> None:
+        async with cond:
+            await cond.wait()
+            woken.append(lock.inner.statistics().owner == anyio.get_current_task())
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(waiter)
+        await settle()
+        async with cond:
+            cond.notify()
+    assert woken == [True]
+    assert lock.calls == ["acquire", "release"] * 3
+
+
 @pytest.mark.parametrize(
     "not_a_lock",
     [object(), asyncio.Lock(), Event()],
     ids=["object", "asyncio.Lock", "Event"],
 )
 def test_condition_rejects_a_non_lock(not_a_lock: object) -> None:
-    expected = "lock must be an anyio_prims Lock or an anyio.Lock, not "
-    expected += type(not_a_lock).__name__
+    expected = (
+        "lock must be an anyio_prims Lock, an anyio.Lock, or an object with "
+        "their acquire, acquire_nowait, release, locked and statistics "
+        f"methods, not {type(not_a_lock).__name__}"
+    )
     with pytest.raises(TypeError, match=f"^{re.escape(expected)}$"):
         Condition(not_a_lock)  # type: ignore[arg-type]
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Coroutine
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 import anyio
 
@@ -109,13 +109,19 @@ class Event(CopiedWhole):
         return f"<{type(self).__name__} {state} waiting={len(self._waiters)}>"
 
 
-class _AnyioLock:
-    """An :class:`anyio.Lock` as Condition uses a Lock, by its public API.
+#: The methods of a lock that AnyIO's Condition calls, as it calls them.
+_LOCK_API: Final = ("acquire", "acquire_nowait", "release", "locked", "statistics")
 
-    The methods are the anyio lock's own, bound (no extra frame per call).
+
+class _AnyioLock:
+    """An :class:`anyio.Lock`, or any object with its methods (a wrapper of
+    one, say), as Condition uses a Lock: by that public API, as AnyIO's
+    Condition does.
+
+    The methods are the lock's own, bound (no extra frame per call).
     """
 
-    __slots__ = ("acquire", "acquire_nowait", "locked", "release", "statistics")
+    __slots__ = _LOCK_API
 
     def __init__(self, lock: anyio.Lock) -> None:
         self.acquire: Callable[[], Coroutine[Any, Any, None]] = lock.acquire
@@ -140,8 +146,11 @@ class Condition(CopiedWhole):
 
     :param lock: the lock to use: an anyio_prims :class:`Lock`, or an
         :class:`anyio.Lock` (used through its public API only, so it keeps
-        its own speed and checkpoints); a new anyio_prims Lock if ``None``
-    :raises TypeError: if ``lock`` is neither
+        its own speed and checkpoints), or, as AnyIO's Condition takes, any
+        object with that API (``acquire``, ``acquire_nowait``, ``release``,
+        ``locked``, and ``statistics`` with the owner); a new anyio_prims
+        Lock if ``None``
+    :raises TypeError: if ``lock`` is none of these
 
     ``async with cond:`` acquires the lock for the block.  Waiters are
     notified in arrival order.
@@ -155,12 +164,15 @@ class Condition(CopiedWhole):
             self._lock = Lock()
         elif isinstance(lock, Lock):
             self._lock = lock
-        elif isinstance(lock, anyio.Lock):
+        elif isinstance(lock, anyio.Lock) or all(
+            callable(getattr(lock, name, None)) for name in _LOCK_API
+        ):
             self._lock = _AnyioLock(lock)
         else:
             raise TypeError(
-                "lock must be an anyio_prims Lock or an anyio.Lock, "
-                f"not {type(lock).__name__}"
+                "lock must be an anyio_prims Lock, an anyio.Lock, or an object "
+                "with their acquire, acquire_nowait, release, locked and "
+                f"statistics methods, not {type(lock).__name__}"
             )
         # NOT_OPENED until a wait first parks, as the Event's.
         self._waiters: WaitQueue[None] | Unopened = NOT_OPENED
