@@ -244,6 +244,10 @@ class Receiver(NotCopied, ObjectReceiveStream[T_co], Generic[T_co]):
         if state.sender_done:
             slot.withdraw(waiter)  # type: ignore[union-attr]  # opened above
             state.wake_soon = None
+            if budget.left <= 0 or self._strict:
+                # Not parking after all: the checkpoint skipped above for
+                # the park, before the call raises or returns.
+                await budget_checkpoint()
             return self.receive_nowait()
         try:
             await waiter.wait

@@ -181,6 +181,36 @@ async def test_a_sender_collected_as_a_receive_parks_ends_the_stream(
     assert withdrawn > 0, "no round collected the sender inside that window"
 
 
+async def test_a_strict_receive_that_finds_the_sender_gone_at_its_park_checkpoints(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The receive skips its checkpoint because it is about to park (parking
+    # is the checkpoint); the sender's last reference goes just before the
+    # park (as a collection there drops it), so it does not park after all:
+    # it must still be a checkpoint, and raise the cancellation of its
+    # cancelled scope, not EndOfStream.
+    from anyio_prims._core import threadsafe_call_soon as real
+    from anyio_prims.channels import _oneshot
+
+    holder: list[object] = []
+
+    def dropping_the_sender() -> Any:
+        holder.clear()  # the sender's __del__ runs here
+        return real()
+
+    tx, rx = oneshot.channel[int](strict=True)
+    holder.append(tx)
+    del tx
+    monkeypatch.setattr(_oneshot, "threadsafe_call_soon", dropping_the_sender)
+    with anyio.CancelScope() as scope:
+        scope.cancel()
+        await rx.receive()
+    assert scope.cancelled_caught
+    assert not holder
+    with pytest.raises(anyio.EndOfStream):
+        await rx.receive()
+
+
 async def test_a_sender_collected_in_another_thread_wakes_the_parked_receive() -> None:
     # The collector runs finalizers in whichever thread it runs in.  A
     # parked receive's wake-up from there must reach its event loop, asleep
