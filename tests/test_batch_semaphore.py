@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import enum
+import gc
 import sys
 from typing import Any
 
@@ -817,3 +818,72 @@ def test_the_locks_inner_semaphore_is_what_the_constructor_makes(permits: int) -
         if name != "__weakref__":
             assert getattr(made, name) == getattr(expected, name), name
     assert repr(made) == repr(expected)
+
+
+class _ReleasingFinalizer:
+    """In a reference cycle: the collector runs ``__del__``, which releases
+    one permit, at the allocation it is set off at."""
+
+    def __init__(self, sem: BatchSemaphore, ran: list[bool]) -> None:
+        self.sem = sem
+        self.ran = ran
+        self.me = self
+
+    def __del__(self) -> None:
+        self.sem.release(1)
+        self.ran.append(True)
+
+
+@pytest.mark.parametrize("fair", [True, False])
+async def test_a_release_inside_a_release_grants_no_more_permits_than_exist(
+    fair: bool, anyio_backend: Any
+) -> None:
+    # Waiters for 2 and 2; release(2), inside which (where its wake-up of
+    # the first waiter allocates) a finalizer the collector runs releases
+    # 1 more: 3 permits in all, so the first waiter gets 2 and the second
+    # waits, with 1 available.  The permits are counted out before the
+    # wake-up.  Each round sets the collector off k allocations into the
+    # release, for every k of a range that spans the wake-up.
+    threshold = gc.get_threshold()
+    rounds_inside = 0
+    try:
+        for k in range(16):
+            sem = BatchSemaphore(0, fair=fair)
+            got: list[str] = []
+
+            async def acquire(
+                name: str, sem: BatchSemaphore = sem, got: list[str] = got
+            ) -> None:
+                await sem.acquire(2)
+                got.append(name)
+
+            async with anyio.create_task_group() as tg:
+                for name in ("first", "second"):
+                    tg.start_soon(acquire, name)
+                    await settle()
+                ran: list[bool] = []
+                gc.disable()
+                _ReleasingFinalizer(sem, ran)  # garbage at once
+                # (A threshold of 0 would turn the collector off.)
+                gc.set_threshold(max(1, gc.get_count()[0] + k), *threshold[1:])
+                gc.enable()
+                sem.release(2)
+                inside = bool(ran)
+                gc.set_threshold(*threshold)
+                if not ran:  # after the release: the plain case
+                    gc.collect(0)  # the young generation: the finalizer's
+                    if not ran:
+                        gc.collect()
+                await settle()
+                assert ran == [True]
+                rounds_inside += inside
+                assert got == ["first"]
+                assert sem.available_permits == 1
+                tg.cancel_scope.cancel()
+    finally:
+        gc.set_threshold(*threshold)
+        gc.enable()
+    if not anyio_backend[1].get("use_uvloop"):
+        # (uvloop's wake-up allocates no Python object on some versions:
+        # there the collector is never set off inside it.)
+        assert rounds_inside > 0, "no round ran the finalizer inside the release"

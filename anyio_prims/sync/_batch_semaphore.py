@@ -267,11 +267,15 @@ class BatchSemaphore(CopiedWhole):
                 head = parked[0]
                 if head.state is PENDING and head.payload <= self._value:
                     parked.popleft()
+                    # Counted out before the grant: the wake-up allocates,
+                    # and a finalizer that a collection runs there may
+                    # release and grant too (so in _grant_waiters()).
+                    self._value -= head.payload
                     if head.try_grant(head.payload):
-                        self._value -= head.payload
                         if self._value < 1 or not parked:
                             return
                     else:
+                        self._value += head.payload
                         head._abandon()  # its task was cancelled
             self._grant_waiters()
 
@@ -306,25 +310,26 @@ class BatchSemaphore(CopiedWhole):
                         continue
                     break
                 parked.popleft()
+                self._value -= n  # before the wake-up, as in release()
                 if head.try_grant(n):  # n is what _give_back() gets back
-                    self._value -= n
                     granted = head
                     if self._value < 1:
                         return head  # every request is for at least one permit
                 else:
+                    self._value += n
                     head._abandon()  # its task was cancelled; it counts nothing
         elif self._value > 0 and waiters:
-            left = self._value
 
             def fits(waiter: Any) -> bool:
-                nonlocal left
-                if waiter.payload <= left:
-                    left -= waiter.payload
+                # Counted out as it is taken, from the count as it is now:
+                # a finalizer that a collection runs in take_where() (it
+                # allocates) may have released and granted meanwhile.
+                if waiter.payload <= self._value:
+                    self._value -= waiter.payload
                     return True
                 return False
 
             for waiter in waiters.take_where(fits):
-                self._value -= waiter.payload
                 waiter.grant(waiter.payload)
                 granted = waiter
         return granted
