@@ -574,9 +574,10 @@ def threadsafe_call_soon() -> Callable[[Callable[[], object]], object]:
     ``TrioToken.run_sync_soon``.
 
     For a finalizer to wake a task with.  A ``__del__`` runs wherever the
-    collector runs: inside the event loop's own bookkeeping (where Trio
-    loses a task rescheduled while it copies its run queue), or in another
-    thread (where waking a task directly is not safe on either backend).
+    collector runs: in another thread, where waking a task directly is not
+    safe (asyncio's loop, asleep, is not woken; Trio's ``reschedule()``
+    refuses), or inside the step of the very task to wake, before it sleeps
+    (where the generic waiter's ``asyncio.Event.wait()`` loses a ``set()``).
     Both calls are safe there, as from a signal handler.
     """
     loop = asyncio_loop()

@@ -6,14 +6,15 @@
 # spaced evenly, ``1 / per_second`` apart, with no burst beyond one.  The
 # reservation is made before sleeping, so several workers asking at once
 # each get their own slot, in the order they asked.  A reservation whose
-# job is cancelled while its worker sleeps is given back if it is still the
-# last one made; one with later reservations behind it is not, since those
-# are kept: the next start is then at most one interval later than it
-# could have been.  A job's cancel() gives it back at once (give_back()),
-# not when its worker next runs: on Trio the worker that takes the next job
-# may run first, and would reserve the slot after the free one.  So is
-# each reservation given back once at most: ``_sleeping`` holds it, by
-# job, while its worker sleeps.
+# job is cancelled while its worker sleeps (or whose worker is cancelled
+# with the whole executor) is given back if it is still the last one made;
+# one with later reservations behind it is not, since those are kept: the
+# next start is then at most one interval later than it could have been.
+# A job's cancel() gives it back at once (give_back()), not when its worker
+# next runs: on Trio the worker that takes the next job may run first, and
+# would reserve the slot after the free one.  So that each reservation is
+# given back once at most, ``_sleeping`` holds it, by job, while its worker
+# sleeps.
 #
 # The clock is AnyIO's (``anyio.current_time`` / ``anyio.sleep``), so a
 # backend's fake clock (Trio's ``MockClock``) drives it in tests.
