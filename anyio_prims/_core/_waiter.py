@@ -330,6 +330,16 @@ def _no_loop() -> Future[Any]:  # pragma: no cover - never called
     raise RuntimeError("no asyncio loop has parked a task here")
 
 
+def _drop_unawaited(waiter: Waiter[Any]) -> None:
+    """Abandon a waiter whose task never awaited it, and close its sleep."""
+    waiter._abandon()
+    if type(waiter) is TrioWaiter:
+        waiter._task = waiter.owner = None  # type: ignore[assignment]
+    close = getattr(waiter.wait, "close", None)
+    if close is not None:  # a coroutine (Trio's sleep, an event's wait)
+        close()
+
+
 class Parking(Generic[P]):
     """What a waiter is parked in: a WaitQueue or a single Slot."""
 
@@ -698,6 +708,26 @@ class WaitQueue(Parking[P]):
     def __iter__(self) -> Any:
         return (w for w in self.parked if w.state is PENDING and not w._gone())
 
+    def withdraw(self, waiter: Waiter[P]) -> None:
+        """Take back ``waiter``, which ``enqueue`` just parked here, before
+        its task awaits it: the task found that it need not wait after all.
+
+        For a wait decided on a state that changed under it: a finalizer
+        that a garbage collection ran inside ``enqueue`` (which allocates)
+        used the primitive before the waiter was in place for it to see.
+        The caller looks again once the waiter is parked, and withdraws it
+        if the reason to wait is gone.  No task can park in between, so the
+        waiter is the last one here.  It is dropped (its sleep closed, never
+        awaited), not kept for reuse.
+        """
+        parked = self.parked
+        if parked and parked[-1] is waiter:
+            parked.pop()
+            _drop_unawaited(waiter)
+        else:  # pragma: no cover - nobody parks between enqueue and this
+            _drop_unawaited(waiter)
+            self._abandoned(waiter)
+
     def _abandoned(self, waiter: Waiter[Any]) -> None:
         self._dead += 1
         self._compact_if_sparse()
@@ -808,17 +838,9 @@ class Slot(Parking[P]):
         return waiter
 
     def withdraw(self, waiter: Waiter[P]) -> None:
-        """Take back ``waiter``, which ``enqueue`` just parked here, before
-        its task awaits it: the task found that it need not wait after all.
-        The waiter is dropped (its sleep closed, never awaited), not kept
-        for reuse."""
+        """As :meth:`WaitQueue.withdraw`."""
         self.parked = None
-        waiter._abandon()
-        if type(waiter) is TrioWaiter:
-            waiter._task = waiter.owner = None  # type: ignore[assignment]
-        close = getattr(waiter.wait, "close", None)
-        if close is not None:  # a coroutine (Trio's sleep, an event's wait)
-            close()
+        _drop_unawaited(waiter)
 
     def grant_head(self, value: object) -> Waiter[P] | None:
         """Take the parked waiter if it is live and grant it ``value``.
@@ -911,6 +933,9 @@ class Unopened(Parking[Any]):
 
     def enqueue(self, payload: Any) -> Waiter[Any]:
         raise RuntimeError("parked on a wait structure that was never opened")
+
+    def withdraw(self, waiter: Waiter[Any]) -> None:  # pragma: no cover
+        raise RuntimeError("no waiter is ever parked on an unopened structure")
 
     def _abandoned(self, waiter: Waiter[Any]) -> None:  # pragma: no cover
         raise RuntimeError("no waiter is ever parked on an unopened structure")

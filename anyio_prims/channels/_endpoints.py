@@ -19,6 +19,14 @@
 # sets ``_checkpoint_before_park`` to keep anyio's order: a checkpoint, then
 # the park.
 #
+# A call decides to park on what it saw, and only then makes and parks its
+# waiter; making it allocates, so a garbage collection there may run a
+# finalizer that uses the channel before the waiter is in place (sends an
+# item, receives one, closes an endpoint).  Once parked, the call looks
+# again at what decided it (a free item, room, open peers, its own
+# endpoint), and if that changed takes the waiter back and starts over: a
+# call never waits for something that has already happened.
+#
 # ``clone()`` exists only on the sides that may have many endpoints; a
 # single side (the mpsc receiver, the spmc sender) raises BusyResourceError
 # when a second task uses it while one is blocked in it.
@@ -37,7 +45,9 @@ from .._core import (
     BUDGET_SIZE,
     FAILED,
     NOT_OPENED,
+    PENDING,
     NotCopied,
+    Waiter,
     budget_checkpoint,
 )
 from ._state import (
@@ -47,6 +57,7 @@ from ._state import (
     NOTHING,
     ChannelState,
     ChannelStatistics,
+    Waiting,
     check_max_items,
 )
 
@@ -192,13 +203,28 @@ class SendEndpoint(_Endpoint, ObjectSendStream[T_contra], Generic[T_contra]):
         # Block until a receiver takes the item.  give_back=None: once taken,
         # the send cannot be undone, so a cancellation arriving then is
         # re-armed for the next checkpoint and the call returns normally.
-        state.recv_floor = INF  # a sender is parked: its item comes next
         # The waiters' park((self, item), None), inlined: one coroutine
         # frame less on every blocking send.
         waiters = state.send_waiters
         if waiters is NOT_OPENED:  # the first send on this channel to park
             waiters = state.open_send_waiters()
         waiter = waiters.enqueue((self, item))
+        state.recv_floor = INF  # a sender is parked: its item comes next
+        if (
+            len(buffer) - len(state.in_flight) < state.capacity
+            or not state.receivers
+            or self._closed
+        ) and waiter.state is PENDING:
+            # Look again now that the waiter is parked: enqueue() allocates,
+            # so a garbage collection may have run a finalizer there that
+            # received (making room), closed the last receiver or closed this
+            # endpoint, before the waiter was there to be granted or failed.
+            # Send again instead (a receiver's grant cannot be missed: the
+            # state is the one try_send() saw, but for what the finalizer
+            # did).
+            waiters.withdraw(waiter)
+            state.sync()
+            return await self.send(item)
         try:
             await waiter.wait
         except BaseException as exc:
@@ -335,12 +361,21 @@ class ReceiveEndpoint(_Endpoint, ObjectReceiveStream[T_co], Generic[T_co]):
                 return taken  # type: ignore[return-value]  # (no cast(): a call)
         # Block until a sender grants an item.  If the task is cancelled
         # after the grant, the item is freed (``state.give_back``).
-        state.send_limit = 0  # a receiver is parked: sends go to it
         # The waiters' park(self, give_back), inlined as in send().
         waiters = state.recv_waiters
         if waiters is NOT_OPENED:  # the first receive on this channel to park
             waiters = state.open_recv_waiters()
         waiter = waiters.enqueue(self)
+        state.send_limit = 0  # a receiver is parked: sends go to it
+        if (
+            (len(buffer) > len(state.in_flight) or not state.senders or self._closed)
+            and waiter.state is PENDING
+            and self._unpark(state, waiters, waiter)
+        ):
+            # Look again (as send() does): a finalizer run inside enqueue()
+            # sent, or closed this endpoint, before the waiter was there to
+            # be granted or failed.
+            return await self.receive()
         try:
             await waiter.wait
         except BaseException as exc:
@@ -395,6 +430,28 @@ class ReceiveEndpoint(_Endpoint, ObjectReceiveStream[T_co], Generic[T_co]):
         waiter.payload = waiter.value = None
         waiters._spare = waiter
         return item
+
+    def _unpark(
+        self,
+        state: ChannelState[Any],
+        waiters: Waiting[object],
+        waiter: Waiter[object],
+    ) -> bool:
+        """A receive's waiter is parked on a state that no longer calls for
+        it (a finalizer re-entered the channel inside ``enqueue``); ``True``
+        if the waiter was taken back and the receive must start again.
+
+        A free item, or this endpoint closed: take it back.  The last sender
+        closed with no free item: end the stream if it has ended, which
+        fails the waiter (with items in flight it waits for them, as a
+        receive that parked then would).
+        """
+        if len(state.buffer) > len(state.in_flight) or self._closed:
+            waiters.withdraw(waiter)
+            state.sync()
+            return True
+        state.end_of_stream()
+        return False
 
     def receive_nowait(self) -> T_co:
         """Receive the next item if there is one.  Not a checkpoint.

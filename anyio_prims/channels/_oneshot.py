@@ -242,7 +242,7 @@ class Receiver(NotCopied, ObjectReceiveStream[T_co], Generic[T_co]):
         # forever.
         waiter = slot.enqueue(None)
         if state.sender_done:
-            slot.withdraw(waiter)  # type: ignore[union-attr]  # opened above
+            slot.withdraw(waiter)
             state.wake_soon = None
             if budget.left <= 0 or self._strict:
                 # Not parking after all: the checkpoint skipped above for

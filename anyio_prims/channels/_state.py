@@ -226,6 +226,8 @@ class Waiting(Protocol[P]):
 
     def enqueue(self, payload: P) -> Waiter[P]: ...
 
+    def withdraw(self, waiter: Waiter[P]) -> None: ...
+
     def _interrupted(
         self,
         waiter: Waiter[Any],

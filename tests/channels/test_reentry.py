@@ -1,0 +1,249 @@
+"""A finalizer that uses a channel while a send or receive on it parks.
+
+A garbage collection can run a ``__del__`` at any allocation, and making a
+waiter allocates: user code may then send, receive or close between a
+call's look at the channel and the moment its waiter is parked where the
+others can see it.  The call must act on what that code did, as if it had
+run just before the call: take the item sent, use the room made, raise the
+error of the endpoint closed.  Never park for something that has already
+happened.
+
+Most tests here run the other code at that exact point, by wrapping the
+wait structures' ``enqueue`` ("before": as ``enqueue`` makes the waiter;
+"after": as it returns, the waiter parked), so that each case is hit on
+every backend and waiter kind.  The last test sets the real collector off
+at every allocation of the window.
+"""
+
+from __future__ import annotations
+
+import gc
+import math
+from collections.abc import Callable, Iterator
+from functools import partial
+from typing import Any
+
+import anyio
+import pytest
+
+from anyio_prims._core import FORCE_GENERIC, Slot, WaitQueue
+
+from ._support import WITH_MEMORY, Call, drain, make, settle
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(params=WITH_MEMORY)
+def kind(request: pytest.FixtureRequest) -> str:
+    """mpsc, spmc, mpmc and the drop-in memory object streams."""
+    name: str = request.param
+    return name
+
+
+@pytest.fixture(params=["before", "after"])
+def where(request: pytest.FixtureRequest) -> str:
+    """Whether the other code runs before or after the waiter is parked."""
+    name: str = request.param
+    return name
+
+
+@pytest.fixture
+def inside_enqueue(
+    monkeypatch: pytest.MonkeyPatch, where: str
+) -> Iterator[Callable[[Callable[[], None]], None]]:
+    """Arm a one-shot action to run inside the next ``enqueue``."""
+    armed: list[Callable[[], None]] = []
+
+    def wrap(real: Any) -> Any:
+        def enqueue(self: Any, payload: Any) -> Any:
+            action = armed.pop() if armed else None
+            if action is not None and where == "before":
+                action()
+            waiter = real(self, payload)
+            if action is not None and where == "after":
+                action()
+            return waiter
+
+        return enqueue
+
+    monkeypatch.setattr(WaitQueue, "enqueue", wrap(WaitQueue.enqueue))
+    monkeypatch.setattr(Slot, "enqueue", wrap(Slot.enqueue))
+    yield armed.append
+    assert not armed, "the action never ran: the call did not park"
+
+
+async def test_a_receive_takes_the_item_sent_while_it_parks(
+    kind: str, inside_enqueue: Callable[[Callable[[], None]], None]
+) -> None:
+    tx, rx = make(kind, math.inf)
+    inside_enqueue(lambda: tx.send_nowait("sent"))
+    with anyio.fail_after(5):
+        assert await rx.receive() == "sent"
+    # Nothing is left parked, and the gates are open again.
+    assert rx.statistics().tasks_waiting_receive == 0
+    tx.send_nowait("next")
+    assert rx.receive_nowait() == "next"
+    tx.close()
+    rx.close()
+
+
+async def test_a_receive_parked_when_a_send_finds_the_gate_open_still_gets_it(
+    kind: str, inside_enqueue: Callable[[Callable[[], None]], None]
+) -> None:
+    # The other code sends and receives: nothing is left buffered, but the
+    # send reopened the gate that routes sends to a parked receiver.  A
+    # later send must still reach the receive that parked.
+    tx, rx = make(kind, math.inf)
+
+    def send_and_take_back() -> None:
+        tx.send_nowait("taken")
+        assert rx.receive_nowait() == "taken"
+
+    inside_enqueue(send_and_take_back)
+    async with anyio.create_task_group() as tg:
+        receiver = Call(rx.receive).start(tg)
+        await settle()
+        tx.send_nowait("later")
+        with anyio.fail_after(5):
+            await receiver.finished.wait()
+    assert receiver.result == "later"
+    tx.close()
+    rx.close()
+
+
+async def test_a_receive_ends_when_the_last_sender_closes_while_it_parks(
+    kind: str, inside_enqueue: Callable[[Callable[[], None]], None]
+) -> None:
+    tx, rx = make(kind, math.inf)
+    inside_enqueue(tx.close)
+    with anyio.fail_after(5), pytest.raises(anyio.EndOfStream):
+        await rx.receive()
+    rx.close()
+
+
+async def test_a_receive_raises_closed_when_its_endpoint_closes_while_it_parks(
+    kind: str, inside_enqueue: Callable[[Callable[[], None]], None]
+) -> None:
+    tx, rx = make(kind, math.inf)
+    inside_enqueue(rx.close)
+    with anyio.fail_after(5), pytest.raises(anyio.ClosedResourceError):
+        await rx.receive()
+    tx.close()
+
+
+async def test_a_send_uses_the_room_made_while_it_parks(
+    kind: str, inside_enqueue: Callable[[Callable[[], None]], None]
+) -> None:
+    tx, rx = make(kind, 1)
+    tx.send_nowait("first")
+    taken = []
+    inside_enqueue(lambda: taken.append(rx.receive_nowait()))
+    with anyio.fail_after(5):
+        await tx.send("second")
+    assert taken == ["first"]
+    assert drain(rx) == ["second"]
+    assert tx.statistics().tasks_waiting_send == 0
+    tx.close()
+    rx.close()
+
+
+async def test_a_send_raises_broken_when_the_last_receiver_closes_while_it_parks(
+    kind: str, inside_enqueue: Callable[[Callable[[], None]], None]
+) -> None:
+    tx, rx = make(kind, 0)
+    inside_enqueue(rx.close)
+    with anyio.fail_after(5), pytest.raises(anyio.BrokenResourceError):
+        await tx.send("lost")
+    tx.close()
+
+
+async def test_a_send_raises_closed_when_its_endpoint_closes_while_it_parks(
+    kind: str, inside_enqueue: Callable[[Callable[[], None]], None]
+) -> None:
+    tx, rx = make(kind, 0)
+    inside_enqueue(tx.close)
+    with anyio.fail_after(5), pytest.raises(anyio.ClosedResourceError):
+        await tx.send("lost")
+    rx.close()
+
+
+@pytest.mark.parametrize("flavour", ["mpsc", "spmc", "mpmc"])
+async def test_a_strict_receive_that_need_not_park_after_all_still_checkpoints(
+    flavour: str, inside_enqueue: Callable[[Callable[[], None]], None]
+) -> None:
+    # A strict receive skips its checkpoint because it is about to park
+    # (parking is the checkpoint).  When it does not park after all, it
+    # must still be a checkpoint: in a cancelled scope it raises the
+    # cancellation and takes nothing.
+    from ._support import CHANNELS
+
+    tx, rx = CHANNELS[flavour](math.inf, strict=True)
+    inside_enqueue(lambda: tx.send_nowait("sent"))
+    with anyio.CancelScope() as scope:
+        scope.cancel()
+        await rx.receive()
+    assert scope.cancelled_caught
+    assert rx.receive_nowait() == "sent"
+    tx.close()
+    rx.close()
+
+
+class _Cycle:
+    """An object in a reference cycle whose ``__del__`` runs ``action``."""
+
+    def __init__(self, action: Callable[[], None]) -> None:
+        self.me = self
+        self.action = action
+
+    def __del__(self) -> None:
+        self.action()
+
+
+@pytest.mark.parametrize("side", ["receive", "send"])
+async def test_a_collection_inside_a_call_that_parks_leaves_no_call_waiting(
+    kind: str, side: str, anyio_backend_name: str
+) -> None:
+    # The real collector, set off k allocations into the call for every k
+    # of a range that spans the window, runs a finalizer that sends (for a
+    # receive) or receives (for a send, which then has room).
+    if FORCE_GENERIC and anyio_backend_name == "asyncio":
+        # The generic waiter sleeps in asyncio.Event.wait(), which has the
+        # same window of its own: a set() that a collection runs between
+        # its look at the flag and its future's append wakes nobody.
+        pytest.skip("asyncio.Event.wait() loses a set() run inside it")
+    threshold = gc.get_threshold()
+    hung = []
+    try:
+        for k in range(1, 61):  # 0 would turn the collector off
+            tx, rx = make(kind, math.inf if side == "receive" else 1)
+            if side == "send":
+                tx.send_nowait("first")
+
+            def action(tx: Any = tx, rx: Any = rx) -> None:
+                if side == "receive":
+                    tx.send_nowait("sent")
+                else:
+                    rx.receive_nowait()
+
+            async with anyio.create_task_group() as tg:
+                gc.collect()  # the count starts from this round
+                _Cycle(action)
+                gc.set_threshold(gc.get_count()[0] + k, *threshold[1:])
+                operation = (
+                    rx.receive if side == "receive" else partial(tx.send, "second")
+                )
+                call = Call(operation).start(tg)
+                await settle()
+                gc.set_threshold(*threshold)
+                gc.collect()  # the finalizer has run, inside the call or now
+                with anyio.move_on_after(2):
+                    await call.finished.wait()
+                if call.outcome is None:
+                    hung.append(k)
+                    call.cancel()
+            assert drain(rx) == ([] if side == "receive" else ["second"]), (k, hung)
+            tx.close()
+            rx.close()
+    finally:
+        gc.set_threshold(*threshold)
+    assert hung == []
