@@ -330,6 +330,20 @@ def _no_loop() -> Future[Any]:  # pragma: no cover - never called
     raise RuntimeError("no asyncio loop has parked a task here")
 
 
+class _Withdrawn:
+    """The type of :data:`WITHDRAWN`."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "WITHDRAWN"
+
+
+#: What ``park`` returns when its ``recheck`` found that the task need not
+#: wait after all.
+WITHDRAWN: Final = _Withdrawn()
+
+
 def _drop_unawaited(waiter: Waiter[Any]) -> None:
     """Abandon a waiter whose task never awaited it, and close its sleep."""
     waiter._abandon()
@@ -423,6 +437,7 @@ class Parking(Generic[P]):
         self,
         payload: P,
         give_back: Callable[[Any], None] | None = None,
+        recheck: Callable[[Waiter[P]], bool] | None = None,
     ) -> Any:
         """Park the current task here until it is granted or failed.
 
@@ -433,8 +448,19 @@ class Parking(Generic[P]):
         called and the cancellation propagates; with ``give_back=None`` the
         grant stands, ``park`` returns it, and the cancellation is re-armed
         for the task's next checkpoint.  A Slot must be empty.
+
+        ``recheck(waiter)``, if given, is called once the waiter is parked
+        and still pending, before the task sleeps: the caller looks again
+        at what made it wait, which a finalizer that a collection ran in
+        ``enqueue`` may have changed (see :meth:`WaitQueue.withdraw`).  It
+        may grant the waiter as a release would; if it returns ``True``,
+        the waiter is withdrawn and ``park`` returns :data:`WITHDRAWN`
+        without sleeping, and the caller starts over.
         """
         waiter = self.enqueue(payload)
+        if recheck is not None and waiter.state is PENDING and recheck(waiter):
+            self.withdraw(waiter)
+            return WITHDRAWN
         try:
             await waiter.wait
         except BaseException as exc:
@@ -455,6 +481,10 @@ class Parking(Generic[P]):
 
     def _abandoned(self, waiter: Waiter[Any]) -> None:
         """``waiter`` became ABANDONED while still parked here."""
+        raise NotImplementedError
+
+    def withdraw(self, waiter: Waiter[P]) -> None:
+        """Take back a waiter ``enqueue`` just parked (see the subclasses)."""
         raise NotImplementedError
 
     def _interrupted(

@@ -161,6 +161,8 @@ class BatchSemaphore(CopiedWhole):
             if waiters is NOT_OPENED:
                 waiters = self._open_waiters()
             waiter = waiters.enqueue(n)
+            if (self._value >= n or self._closed) and waiter.state is PENDING:
+                self._recheck(waiter)
             try:
                 await waiter.wait
             except BaseException as exc:
@@ -211,6 +213,23 @@ class BatchSemaphore(CopiedWhole):
             self._value -= n
             return False
         return True
+
+    def _recheck(self, waiter: Waiter[int]) -> None:
+        """An acquire parked ``waiter`` although the permits it asks for are
+        there, or the semaphore is closed: a finalizer that a collection ran
+        inside ``enqueue`` (it allocates) released or closed before the
+        waiter was there to be granted or failed.  Do for it what that
+        release or close would have done: grant the waiters that now fit,
+        in order (in fair mode a larger request ahead may still hold it
+        back, as it holds back any acquire), or raise ClosedResourceError.
+        A waiter granted here wakes as any other (on asyncio without a
+        yield: the rare acquire that a finalizer let through is not a
+        checkpoint).
+        """
+        if self._closed:
+            self._waiters.withdraw(waiter)
+            raise anyio.ClosedResourceError
+        self._grant_waiters()
 
     def _leave_and_raise(
         self,

@@ -37,8 +37,10 @@ import anyio
 
 from .._core import (
     NOT_OPENED,
+    WITHDRAWN,
     CopiedWhole,
     Unopened,
+    Waiter,
     WaitQueue,
     checkpoint,
     checkpoint_if_cancelled,
@@ -98,7 +100,16 @@ class Event(CopiedWhole):
         waiters = self._waiters
         if waiters is NOT_OPENED:
             waiters = self._waiters = WaitQueue()
-        await waiters.park(None, _nothing_to_give_back)
+        if (
+            await waiters.park(None, _nothing_to_give_back, self._set_meanwhile)
+            is WITHDRAWN
+        ):
+            await checkpoint()
+
+    def _set_meanwhile(self, waiter: Waiter[None]) -> bool:
+        # park()'s recheck: a finalizer that a collection ran as the waiter
+        # was made set the flag before the waiter was there to be woken.
+        return self._flag
 
     def statistics(self) -> anyio.EventStatistics:
         """A snapshot: ``tasks_waiting``."""

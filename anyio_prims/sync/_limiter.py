@@ -42,6 +42,7 @@ from .._core import (
     NOT_OPENED,
     CopiedWhole,
     Unopened,
+    Waiter,
     WaitQueue,
     checkpoint_if_cancelled,
     current_task,
@@ -212,7 +213,16 @@ class CapacityLimiter(CopiedWhole):
         waiters = self._waiters
         if waiters is NOT_OPENED:
             waiters = self._waiters = WaitQueue()
-        await waiters.park(borrower, self._give_back)
+        await waiters.park(borrower, self._give_back, self._token_freed_meanwhile)
+
+    def _token_freed_meanwhile(self, waiter: Waiter[object]) -> bool:
+        # park()'s recheck: a finalizer that a collection ran as the waiter
+        # was made released a token (or raised total_tokens) before the
+        # waiter was there to be granted it.  Grant it as that release
+        # would have: the waiters that now fit, in order.
+        if len(self._borrowers) < self._total_tokens:
+            self._grant_waiters()
+        return False
 
     def acquire_nowait(self) -> None:
         """Borrow a token for the current task without blocking.

@@ -66,6 +66,7 @@ from .._core import (
     BUDGET_SIZE,
     NO_TASKS,
     NOT_OPENED,
+    PENDING,
     CopiedWhole,
     TaskMap,
     Waiter,
@@ -377,6 +378,8 @@ class Semaphore(CopiedWhole):
             if check is not None:
                 await check()
         waiter = waiters.enqueue(1)
+        if sem._value > 0 and waiter.state is PENDING:
+            sem._recheck(waiter)  # a finalizer released meanwhile: see there
         try:
             await waiter.wait
         except BaseException as exc:
@@ -469,6 +472,8 @@ class Semaphore(CopiedWhole):
             if check is not None:
                 await check()
         waiter = waiters.enqueue(1)
+        if sem._value > 0 and waiter.state is PENDING:
+            sem._recheck(waiter)  # a finalizer released meanwhile: see there
         try:
             await waiter.wait
         except BaseException as exc:

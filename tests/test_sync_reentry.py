@@ -1,0 +1,145 @@
+"""A finalizer that releases, sets or closes a primitive while an acquire
+or wait on it parks (see tests/channels/test_reentry.py for the channels).
+
+Making the waiter allocates, so a garbage collection there may run a
+``__del__`` that frees what the call is about to wait for, before the
+waiter is parked where that release can grant it.  The call must not wait
+for what has already happened: it gets the permits, token or flag, or the
+error of the close, as if that code had run just before it.  The code runs
+inside the wait queue's ``enqueue``, before or after the waiter is parked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import anyio
+import pytest
+
+import anyio_prims
+from anyio_prims import BatchSemaphore
+
+from ._reentry import Arm, arm_inside_enqueue
+from ._tasks import Call, settle
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(params=["before", "after"])
+def inside_enqueue(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Arm]:
+    """Arm a one-shot action to run inside the next ``enqueue``, before or
+    after the waiter is parked."""
+    armed = arm_inside_enqueue(monkeypatch, request.param)
+    yield armed.append
+    assert not armed, "the action never ran: the call did not park"
+
+
+@pytest.mark.parametrize("fair", [True, False])
+async def test_an_acquire_gets_the_permits_released_while_it_parks(
+    inside_enqueue: Arm, fair: bool
+) -> None:
+    sem = BatchSemaphore(1, fair=fair)
+    inside_enqueue(lambda: sem.release(2))
+    with anyio.fail_after(5):
+        await sem.acquire(3)
+    assert sem.available_permits == 0
+    assert sem.statistics().tasks_waiting == 0
+
+
+async def test_an_acquire_raises_closed_when_the_semaphore_closes_while_it_parks(
+    inside_enqueue: Arm,
+) -> None:
+    sem = BatchSemaphore(0)
+    inside_enqueue(sem.close)
+    with anyio.fail_after(5), pytest.raises(anyio.ClosedResourceError):
+        await sem.acquire()
+    assert sem.statistics().tasks_waiting == 0
+
+
+async def test_a_release_while_an_acquire_parks_keeps_a_larger_head_first(
+    inside_enqueue: Arm,
+) -> None:
+    # Fair: a request for 3 is queued first.  A release of 1 while a request
+    # for 1 parks must not let that request past it.
+    sem = BatchSemaphore(0)
+    async with anyio.create_task_group() as tg:
+        head = Call(lambda: sem.acquire(3)).start(tg)
+        await settle()
+        inside_enqueue(lambda: sem.release(1))
+        second = Call(sem.acquire).start(tg)
+        await settle()
+        assert head.outcome is None
+        assert second.outcome is None
+        assert sem.statistics().tasks_waiting == 2
+        sem.release(3)
+        await settle()
+    assert head.outcome == "returned"
+    assert second.outcome == "returned"
+    assert sem.available_permits == 0
+
+
+@pytest.mark.parametrize("form", ["acquire", "async with"])
+async def test_a_drop_in_semaphore_acquire_gets_the_unit_released_while_it_parks(
+    inside_enqueue: Arm, form: str
+) -> None:
+    sem = anyio_prims.Semaphore(1)
+    await sem.acquire()
+    inside_enqueue(sem.release)
+    with anyio.fail_after(5):
+        if form == "acquire":
+            await sem.acquire()
+        else:
+            async with sem:
+                assert sem.value == 0
+            await sem.acquire()  # the unit came back on leaving the block
+    assert sem.value == 0
+    assert sem.statistics().tasks_waiting == 0
+
+
+async def test_an_event_wait_returns_when_the_event_is_set_while_it_parks(
+    inside_enqueue: Arm,
+) -> None:
+    event = anyio_prims.Event()
+    inside_enqueue(event.set)
+    with anyio.fail_after(5):
+        await event.wait()
+    assert event.statistics().tasks_waiting == 0
+
+
+async def test_an_event_wait_set_while_it_parks_is_still_a_checkpoint(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Only "before": set after the waiter is parked, the wait is woken
+    # normally (on asyncio a cancellation then takes effect at the next
+    # checkpoint, as for any wait woken and cancelled in one step).
+    armed = arm_inside_enqueue(monkeypatch, "before")
+    event = anyio_prims.Event()
+    armed.append(event.set)
+    with anyio.CancelScope() as scope:
+        scope.cancel()
+        await event.wait()
+    assert scope.cancelled_caught
+    assert not armed
+
+
+@pytest.mark.parametrize("how", ["release", "more tokens"])
+async def test_a_limiter_acquire_gets_the_token_freed_while_it_parks(
+    inside_enqueue: Arm, how: str
+) -> None:
+    limiter = anyio_prims.CapacityLimiter(1)
+    other = object()
+    limiter.acquire_on_behalf_of_nowait(other)
+
+    def free() -> None:
+        if how == "release":
+            limiter.release_on_behalf_of(other)
+        else:
+            limiter.total_tokens = 2
+
+    inside_enqueue(free)
+    with anyio.fail_after(5):
+        await limiter.acquire()
+    assert limiter.statistics().tasks_waiting == 0
+    limiter.release()
