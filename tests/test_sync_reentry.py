@@ -12,6 +12,7 @@ inside the wait queue's ``enqueue``, before or after the waiter is parked.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import anyio
 import pytest
@@ -20,7 +21,7 @@ import anyio_prims
 from anyio_prims import BatchSemaphore
 
 from ._reentry import Arm, arm_inside_enqueue
-from ._tasks import Call, settle
+from ._tasks import Call, assert_schedule_point, settle
 
 pytestmark = pytest.mark.anyio
 
@@ -142,4 +143,68 @@ async def test_a_limiter_acquire_gets_the_token_freed_while_it_parks(
     with anyio.fail_after(5):
         await limiter.acquire()
     assert limiter.statistics().tasks_waiting == 0
+    limiter.release()
+
+
+# A call granted by its own look again, while its task runs, did not wait:
+# it is a checkpoint as a call that found the release done before it.  Only
+# "before" (released after the waiter is parked, it was woken from a wait,
+# and on asyncio a cancellation then takes effect at the next checkpoint,
+# as for any wait woken and cancelled in one step).
+
+
+@pytest.fixture
+def before_the_park(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """One-shot actions to run inside the next ``enqueue``, before the
+    waiter is parked."""
+    return arm_inside_enqueue(monkeypatch, "before")
+
+
+@pytest.mark.parametrize("fair", [True, False])
+async def test_a_strict_acquire_granted_by_a_release_while_it_parks_checkpoints(
+    before_the_park: list[Any], fair: bool
+) -> None:
+    sem = BatchSemaphore(0, fair=fair, strict=True)
+    before_the_park.append(lambda: sem.release(2))
+    with anyio.CancelScope() as scope:
+        scope.cancel()
+        await sem.acquire(2)
+    assert scope.cancelled_caught
+    assert not before_the_park
+    assert sem.available_permits == 2  # given back
+    assert sem.statistics().tasks_waiting == 0
+
+
+@pytest.mark.parametrize("form", ["acquire", "async with"])
+async def test_a_drop_in_semaphore_acquire_granted_while_it_parks_checkpoints(
+    before_the_park: list[Any], form: str
+) -> None:
+    sem = anyio_prims.Semaphore(1)
+    await sem.acquire()
+    before_the_park.append(sem.release)
+    with anyio.CancelScope() as scope:
+        scope.cancel()
+        if form == "acquire":
+            await sem.acquire()
+        else:
+            async with sem:
+                pytest.fail("entered in a cancelled scope")
+    assert scope.cancelled_caught
+    if before_the_park:
+        # On Trio the acquire checks for cancellation before it parks (as
+        # AnyIO's): the release never ran.
+        before_the_park.pop()()
+    assert sem.value == 1  # the cancelled acquire holds nothing
+
+
+async def test_a_limiter_acquire_granted_while_it_parks_is_a_schedule_point(
+    before_the_park: list[Any], anyio_backend_name: str
+) -> None:
+    limiter = anyio_prims.CapacityLimiter(1)
+    other = object()
+    limiter.acquire_on_behalf_of_nowait(other)
+    before_the_park.append(lambda: limiter.release_on_behalf_of(other))
+    await assert_schedule_point(anyio_backend_name, limiter.acquire)
+    assert not before_the_park
+    assert limiter.borrowed_tokens == 1
     limiter.release()

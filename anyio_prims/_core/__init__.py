@@ -29,6 +29,7 @@ from ._ki import (
 from ._mode import budget_checkpoint, check_strict
 from ._waiter import (
     FAILED,
+    GRANTED,
     NOT_OPENED,
     PENDING,
     WITHDRAWN,
@@ -43,6 +44,7 @@ __all__ = [
     "BUDGET_SIZE",
     "FAILED",
     "FORCE_GENERIC",
+    "GRANTED",
     "MARKING",
     "NOT_OPENED",
     "NO_TASKS",

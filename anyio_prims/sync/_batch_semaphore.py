@@ -37,6 +37,7 @@ from .._core import (
     BUDGET,
     BUDGET_SIZE,
     FAILED,
+    GRANTED,
     NOT_OPENED,
     PENDING,
     CopiedWhole,
@@ -161,8 +162,13 @@ class BatchSemaphore(CopiedWhole):
             if waiters is NOT_OPENED:
                 waiters = self._open_waiters()
             waiter = waiters.enqueue(n)
-            if (self._value >= n or self._closed) and waiter.state is PENDING:
-                self._recheck(waiter)
+            if (
+                (self._value >= n or self._closed)
+                and waiter.state is PENDING
+                and self._recheck(waiter)
+            ):
+                await self._regranted(waiter, self._strict, self._give_back)
+                return
             try:
                 await waiter.wait
             except BaseException as exc:
@@ -214,7 +220,7 @@ class BatchSemaphore(CopiedWhole):
             return False
         return True
 
-    def _recheck(self, waiter: Waiter[int]) -> None:
+    def _recheck(self, waiter: Waiter[int]) -> bool:
         """An acquire parked ``waiter`` although the permits it asks for are
         there, or the semaphore is closed: a finalizer that a collection ran
         inside ``enqueue`` (it allocates) released or closed before the
@@ -222,14 +228,42 @@ class BatchSemaphore(CopiedWhole):
         release or close would have done: grant the waiters that now fit,
         in order (in fair mode a larger request ahead may still hold it
         back, as it holds back any acquire), or raise ClosedResourceError.
-        A waiter granted here wakes as any other (on asyncio without a
-        yield: the rare acquire that a finalizer let through is not a
-        checkpoint).
+        ``True`` if ``waiter`` was granted here: the caller then finishes
+        with :meth:`_regranted`, not with a wait.
         """
         if self._closed:
             self._waiters.withdraw(waiter)
             raise anyio.ClosedResourceError
         self._grant_waiters()
+        return waiter.state is GRANTED
+
+    async def _regranted(
+        self,
+        waiter: Waiter[int],
+        strict: bool,
+        give_back: Callable[[int], None],
+    ) -> None:
+        """Finish an acquire whose own ``_recheck`` granted it.
+
+        The waiter's wait is still awaited: on Trio the grant rescheduled the
+        task, which must sleep once to take it (a cancellation is not
+        delivered there), and the generic waiter's is a checkpoint.  On
+        asyncio it returns at once, without yielding.  So a strict acquire,
+        which skipped its checkpoint because it was about to park, takes
+        it now, as if the release had come just before the call; if it is
+        cancelled there (or in the generic waiter's wait), the permits go
+        back through ``give_back`` and the cancellation propagates.
+        """
+        payload = waiter.payload
+        try:
+            await waiter.wait
+            if strict:
+                await budget_checkpoint()
+        except BaseException:
+            give_back(payload)
+            raise
+        waiter.payload = waiter.value = None  # type: ignore[assignment]
+        self._waiters._spare = waiter  # granted and awaited: recyclable
 
     def _leave_and_raise(
         self,

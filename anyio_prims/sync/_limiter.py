@@ -39,11 +39,14 @@ from types import TracebackType
 import anyio
 
 from .._core import (
+    BUDGET,
+    BUDGET_SIZE,
     NOT_OPENED,
+    PENDING,
     CopiedWhole,
     Unopened,
-    Waiter,
     WaitQueue,
+    checkpoint,
     checkpoint_if_cancelled,
     current_task,
     take_checkpoints,
@@ -213,16 +216,35 @@ class CapacityLimiter(CopiedWhole):
         waiters = self._waiters
         if waiters is NOT_OPENED:
             waiters = self._waiters = WaitQueue()
-        await waiters.park(borrower, self._give_back, self._token_freed_meanwhile)
-
-    def _token_freed_meanwhile(self, waiter: Waiter[object]) -> bool:
-        # park()'s recheck: a finalizer that a collection ran as the waiter
-        # was made released a token (or raised total_tokens) before the
-        # waiter was there to be granted it.  Grant it as that release
-        # would have: the waiters that now fit, in order.
-        if len(self._borrowers) < self._total_tokens:
+        # waiters.park(borrower, self._give_back), written out to look again
+        # once the waiter is parked: a finalizer that a collection ran as
+        # the waiter was made (it allocates) may have released a token, or
+        # raised total_tokens, before the waiter was there to be granted it.
+        waiter = waiters.enqueue(borrower)
+        if len(self._borrowers) < self._total_tokens and waiter.state is PENDING:
+            # Grant as that release would have: the waiters that now fit, in
+            # order.  Granted so, the wait is still awaited (on Trio the task
+            # was rescheduled and must sleep once to take it), and then the
+            # checkpoint every acquire takes, as if the release had come
+            # just before the call; cancelled there, the token goes on.
             self._grant_waiters()
-        return False
+            if borrower in self._borrowers:  # its waiter was granted
+                try:
+                    await waiter.wait
+                    await checkpoint()
+                except BaseException:
+                    self._give_back(borrower)
+                    raise
+                return
+        try:
+            await waiter.wait
+        except BaseException as exc:
+            waiters._interrupted(waiter, exc, self._give_back)
+            raise
+        BUDGET.left = BUDGET_SIZE  # woken: a schedule point (_core/_budget.py)
+        # Recycle the waiter (see _core/_waiter.py); nothing fails it.
+        waiter.payload = waiter.value = None
+        waiters._spare = waiter
 
     def acquire_nowait(self) -> None:
         """Borrow a token for the current task without blocking.

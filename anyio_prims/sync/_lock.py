@@ -378,8 +378,10 @@ class Semaphore(CopiedWhole):
             if check is not None:
                 await check()
         waiter = waiters.enqueue(1)
-        if sem._value > 0 and waiter.state is PENDING:
-            sem._recheck(waiter)  # a finalizer released meanwhile: see there
+        if sem._value > 0 and waiter.state is PENDING and sem._recheck(waiter):
+            # A finalizer released meanwhile: see BatchSemaphore._recheck.
+            await sem._regranted(waiter, self._strict, self._give_back_unit)
+            return
         try:
             await waiter.wait
         except BaseException as exc:
@@ -472,8 +474,10 @@ class Semaphore(CopiedWhole):
             if check is not None:
                 await check()
         waiter = waiters.enqueue(1)
-        if sem._value > 0 and waiter.state is PENDING:
-            sem._recheck(waiter)  # a finalizer released meanwhile: see there
+        if sem._value > 0 and waiter.state is PENDING and sem._recheck(waiter):
+            # A finalizer released meanwhile: see BatchSemaphore._recheck.
+            await sem._regranted(waiter, self._strict, self._give_back_unit)
+            return self
         try:
             await waiter.wait
         except BaseException as exc:
