@@ -19,13 +19,16 @@ from __future__ import annotations
 
 import gc
 import math
+import sys
 from collections.abc import Callable, Iterator
+from types import FrameType
 from typing import Any
 
 import anyio
 import pytest
 
 from anyio_prims._core import FORCE_GENERIC, Slot, WaitQueue
+from anyio_prims.channels._endpoints import ReceiveEndpoint, SendEndpoint
 
 from .._reentry import Arm, arm_inside_enqueue
 from ._support import WITH_MEMORY, Call, drain, make, settle
@@ -171,6 +174,20 @@ async def test_a_strict_receive_that_need_not_park_after_all_still_checkpoints(
     rx.close()
 
 
+#: The calls that park: a frame of one of them on the stack is "inside".
+_CALLS = (SendEndpoint.send.__code__, ReceiveEndpoint.receive.__code__)
+
+
+def _inside_a_call() -> bool:
+    """Whether a send or receive is running on this thread's stack."""
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code in _CALLS:
+            return True
+        frame = frame.f_back
+    return False
+
+
 class _Cycle:
     """An object in a reference cycle whose ``__del__`` runs ``action``."""
 
@@ -215,7 +232,18 @@ async def test_a_collection_inside_a_call_that_parks_leaves_no_call_waiting(
             if side == "send":
                 tx.send_nowait("first")
 
-            def action(tx: Any = tx, rx: Any = rx, fired: list[int] = fired) -> None:
+            def action(
+                tx: Any = tx, rx: Any = rx, fired: list[int] = fired, now: bool = False
+            ) -> None:
+                if not now and not _inside_a_call():
+                    # Collected outside the call: in another thread (Trio's
+                    # I/O thread, in guest mode), or, from CPython 3.12 on,
+                    # where the collector runs at the next check after the
+                    # threshold, in Trio's run loop between its copy of
+                    # the run queue and its clear() (a task rescheduled
+                    # there is lost: Trio's hazard, not the channel's).
+                    # The test runs the action itself below.
+                    return
                 fired.append(1)
                 if side == "receive":
                     tx.send_nowait("sent")
@@ -245,6 +273,8 @@ async def test_a_collection_inside_a_call_that_parks_leaves_no_call_waiting(
                 gc.collect(0)  # the finalizer has run, inside the call or now
                 if not fired:
                     gc.collect()
+                if not fired:
+                    action(now=True)
                 with anyio.move_on_after(2):
                     await call.finished.wait()
                 if call.outcome is None:
