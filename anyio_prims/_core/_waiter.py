@@ -452,10 +452,13 @@ class Parking(Generic[P]):
         ``recheck(waiter)``, if given, is called once the waiter is parked
         and still pending, before the task sleeps: the caller looks again
         at what made it wait, which a finalizer that a collection ran in
-        ``enqueue`` may have changed (see :meth:`WaitQueue.withdraw`).  It
-        may grant the waiter as a release would; if it returns ``True``,
-        the waiter is withdrawn and ``park`` returns :data:`WITHDRAWN`
-        without sleeping, and the caller starts over.
+        ``enqueue`` may have changed (see :meth:`WaitQueue.withdraw`).  If
+        it returns ``True``, the waiter is withdrawn and ``park`` returns
+        :data:`WITHDRAWN` without sleeping, and the caller starts over (and
+        takes its checkpoint).  A recheck that granted the waiter instead
+        would make the wait return at once, on asyncio without a schedule
+        point: the semaphores and the limiter write their waits out for
+        that case (``BatchSemaphore._regranted``).
         """
         waiter = self.enqueue(payload)
         if recheck is not None and waiter.state is PENDING and recheck(waiter):
