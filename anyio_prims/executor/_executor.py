@@ -49,7 +49,8 @@
 #   0 while ``_closing`` (the block's body is done), the executor closes:
 #   idle workers are released and the exit waiting in ``__aexit__`` is woken;
 # * after ``_cancelling`` is set (fail_fast, an error or a cancellation of
-#   the block) no job starts: queued jobs are settled as cancelled at once,
+#   the block, met at its exit or by a worker that leaves on it) no job
+#   starts: queued jobs are settled as cancelled at once,
 #   new spawns return handles that are already cancelled, and a worker
 #   settles the job it holds as cancelled instead of starting it;
 # * ``_queue_dead`` counts the entries of ``_queue`` whose job was cancelled
@@ -731,8 +732,20 @@ class Executor:
         try:
             while await self._work_in_scope():
                 pass
-        finally:
+        except BaseException:
             self._nworkers -= 1
+            # What a worker raises (a job's own cancellations stay in
+            # _work_in_scope) is a cancellation of the scope around the
+            # executor, which the body may not meet before the block's exit
+            # (shielded in a cleanup, say), or a job's KeyboardInterrupt that
+            # the task group will cancel everything for: either way the
+            # executor is being cancelled now.  Jobs queued behind this
+            # worker, which it still counted against max_workers, are
+            # settled as cancelled, not left waiting for a worker that no
+            # spawn would start.
+            self._cancel_all()
+            raise
+        self._nworkers -= 1
 
     async def _sweep(self) -> None:
         # Every idle_timeout seconds, send away the workers idle since
@@ -900,8 +913,9 @@ class Executor:
         return True  # left by a cancellation of this scope alone
 
     def _give_back(self, job: JoinHandle[Any] | None) -> None:
-        # A worker was granted ``job`` and cancelled before it ran (asyncio,
-        # only when the whole executor is being cancelled): requeue it at the
+        # A worker was granted ``job`` and cancelled before it ran (the
+        # whole executor is being cancelled, or the scope around it is, which
+        # the worker's exit turns into the same, _work): requeue it at the
         # head, where _cancel_queued settles it (unless it was cancelled
         # through its handle meanwhile: then it is settled already).
         if job is not None and job._state == HANDED:

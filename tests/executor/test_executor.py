@@ -1580,6 +1580,43 @@ async def test_cancelling_the_exit_cancels_queued_jobs_before_they_start() -> No
     assert started == []
 
 
+@pytest.mark.parametrize("max_workers", [1, 2, None])
+@pytest.mark.parametrize("workers", ["idle", "busy"])
+async def test_a_job_spawned_in_a_shielded_cleanup_of_a_cancelled_block_settles(
+    max_workers: int | None, workers: str
+) -> None:
+    # The scope around the executor is cancelled while its workers idle or
+    # run jobs, and the body, shielded, spawns a job and awaits it.  The
+    # workers still counted against max_workers are about to leave on that
+    # cancellation: the first to leave cancels the executor, which settles
+    # the job as cancelled, unless a worker took it first (then it runs as
+    # a task started in a cancelled scope).  It never waits for a worker
+    # that no spawn would start.
+    async def cleanup() -> str:
+        return "cleaned up"
+
+    outcome: list[str] = []
+    with anyio.fail_after(10):  # hang guard only
+        with anyio.CancelScope() as outer:
+            async with Executor(max_workers=max_workers) as ex:
+                if workers == "idle":
+                    await ex.spawn(noop)
+                else:
+                    for _ in range(max_workers or 2):
+                        ex.spawn(sleep_forever)
+                await settle()
+                with anyio.CancelScope(shield=True):
+                    outer.cancel()
+                    handle = ex.spawn(cleanup)
+                    with anyio.move_on_after(5):  # the shield keeps fail_after out
+                        try:
+                            outcome.append(await handle)
+                        except JobCancelled:
+                            outcome.append("cancelled")
+    assert handle.done()
+    assert outcome in (["cancelled"], ["cleaned up"])
+
+
 async def test_enclosing_cancellation_ends_the_worker_not_just_the_job() -> None:
     # Pins: a job cancelled by an enclosing scope's cancellation ends its
     # worker; the worker does not go on to start the next queued job.
@@ -1872,11 +1909,13 @@ async def test_job_given_back_by_a_task_cancelled_worker_is_settled_at_exit(
     assert handle.cancelled()
 
 
-async def test_job_given_back_by_a_task_cancelled_worker_keeps_spawn_order(
+async def test_a_worker_ended_by_task_cancel_cancels_its_given_back_job_and_the_queue(
     anyio_backend: Any,
 ) -> None:
-    # Pins: the given-back job goes to the head of the queue, so jobs still
-    # start in spawn order.
+    # A worker's task ended by a cancellation ends the executor's task group
+    # (AnyIO cancels a task group whose task ends so): the executor is being
+    # cancelled from then on.  The job the worker gives back and the jobs
+    # queued behind it are settled as cancelled; none starts.
     if anyio_backend[0] != "asyncio":
         pytest.skip("asyncio's task.cancel() before the task runs")
     started: list[int] = []
@@ -1884,12 +1923,15 @@ async def test_job_given_back_by_a_task_cancelled_worker_keeps_spawn_order(
     async def job(i: int) -> None:
         started.append(i)
 
-    async with Executor() as ex:
-        worker = await _idle_worker_task(ex)
-        for i in (1, 2, 3):
-            ex.spawn(job, i)  # 1 granted to the idle worker, 2 and 3 queued
-        worker.cancel()  # before it runs
-    assert started == [1, 2, 3]
+    with anyio.fail_after(5):  # hang guard only
+        async with Executor() as ex:
+            worker = await _idle_worker_task(ex)
+            handles = [ex.spawn(job, i) for i in (1, 2, 3)]
+            # 1 granted to the idle worker, 2 and 3 queued
+            worker.cancel()  # before it runs
+    assert started == []
+    assert all(handle.cancelled() for handle in handles)
+    assert ex.statistics().jobs_pending == 0
 
 
 async def test_settled_job_is_not_requeued_by_a_task_cancelled_worker(
