@@ -118,7 +118,10 @@ class MapIterator(Generic[T]):
     the input (an input error not yet raised is dropped with it).  Errors
     of jobs that had already failed and were never delivered are still
     raised at the executor's exit.  Once the executor is closed, a call that
-    would read the input raises ``RuntimeError`` and reads nothing.
+    would read the input raises ``RuntimeError`` and reads nothing; a read
+    that was already waiting when the block exited (a consumer outside the
+    block) takes its item and then raises ``RuntimeError``: that item is
+    not run.
     """
 
     __slots__ = (
@@ -325,6 +328,13 @@ class MapIterator(Generic[T]):
             return
         if self._closed:  # closed while this read was waiting
             return
+        if self._executor._closed:
+            # The block exited while this read waited (the consumer is a
+            # task outside it): the item is taken and no job can run it.
+            raise RuntimeError(
+                "the Executor closed while this map was reading its input: "
+                "the item read then was not run"
+            )
         handle = self._executor.spawn(self._fn, item)
         if self._ordered:
             self._inflight.append(handle)

@@ -701,6 +701,36 @@ async def test_a_map_used_after_the_exit_reads_no_item_of_its_input() -> None:
     assert list(source) == list(range(1, 10))
 
 
+async def test_a_read_waiting_as_the_block_exits_raises_once_its_item_comes() -> None:
+    # A consumer outside the block waits in the input as the block exits:
+    # the item it then takes cannot be run (no spawn on a closed executor),
+    # and the map says so in its own words, not spawn()'s.
+    send, receive = anyio.create_memory_object_stream[int](10)
+    outcome: list[object] = []
+
+    async def consume(results: object) -> None:
+        try:
+            async for value in results:  # type: ignore[attr-defined]
+                outcome.append(value)
+        except RuntimeError as exc:
+            outcome.append(str(exc))
+
+    with anyio.fail_after(5), send, receive:
+        async with anyio.create_task_group() as tg:
+            async with Executor() as ex:
+                tg.start_soon(consume, ex.map(double, receive, window=1))
+                await send.send(1)
+                while not outcome:
+                    await anyio.lowlevel.checkpoint()
+                await settle()  # the consumer waits in the input again
+            await send.send(2)
+    assert outcome == [
+        2,
+        "the Executor closed while this map was reading its input: "
+        "the item read then was not run",
+    ]
+
+
 async def test_map_accepts_a_sequence_protocol_iterable() -> None:
     class Squares:
         def __getitem__(self, index: int) -> int:
