@@ -25,7 +25,7 @@ from anyio_prims import BatchSemaphore, BatchSemaphoreStatistics, Event
 from anyio_prims._core import BUDGET, FORCE_GENERIC
 from anyio_prims.sync._batch_semaphore import fair_semaphore
 
-from ._tasks import Call, settle
+from ._tasks import Call, assert_schedule_point, settle
 
 pytestmark = pytest.mark.anyio
 
@@ -577,6 +577,28 @@ async def test_release_passes_over_a_head_whose_task_was_just_cancelled(
         assert small.holding
         small.stop()
     assert sem.available_permits == 1
+
+
+async def test_a_due_checkpoint_is_taken_past_a_head_whose_task_was_just_cancelled(
+    anyio_backend_name: str,
+) -> None:
+    # A waiter whose task was cancelled but has not run yet (asyncio) still
+    # counts as queued when an acquire with its budget checkpoint due looks
+    # (fair: it would queue behind it), so the acquire parks; it then finds
+    # the permit free of that waiter and is granted it at once.  It still
+    # takes the checkpoint that was due.
+    sem = BatchSemaphore(1)
+    async with anyio.create_task_group() as tg:
+        large = acquire_call(sem, 2, "anyio_cancel_scope").start(tg)
+        await settle()
+        large.cancel()
+        BUDGET.left = 1  # this call's checkpoint is due
+        await assert_schedule_point(anyio_backend_name, sem.acquire)
+        assert sem.available_permits == 0
+        await settle()
+        assert large.outcome == "cancelled"
+    sem.release()
+    assert sem.statistics().tasks_waiting == 0
 
 
 async def test_cancelled_non_fair_acquire_holds_nothing(source: str) -> None:

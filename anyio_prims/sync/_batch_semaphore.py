@@ -249,15 +249,19 @@ class BatchSemaphore(CopiedWhole):
         task, which must sleep once to take it (a cancellation is not
         delivered there), and the generic waiter's is a checkpoint.  On
         asyncio it returns at once, without yielding.  So a strict acquire,
-        which skipped its checkpoint because it was about to park, takes
-        it now, as if the release had come just before the call; if it is
-        cancelled there (or in the generic waiter's wait), the permits go
-        back through ``give_back`` and the cancellation propagates.
+        or a budgeted one whose checkpoint is due, which skipped it because
+        it was about to park, takes it now, as if the release had come just
+        before the call; if it is cancelled there (or in the generic
+        waiter's wait), the permits go back through ``give_back`` and the
+        cancellation propagates.  (Not only a finalizer's release leads
+        here: a waiter whose task was cancelled but has not run yet still
+        counts as queued when the call decides to park, and ``_recheck``
+        drops it.)
         """
         payload = waiter.payload
         try:
             await waiter.wait
-            if strict:
+            if strict or BUDGET.left <= 0:
                 await budget_checkpoint()
         except BaseException:
             give_back(payload)
