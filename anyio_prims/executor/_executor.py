@@ -172,6 +172,30 @@ def _from_job_frame(exc: BaseException, own_frame: bool) -> BaseException:
     return exc.with_traceback(tb)
 
 
+def _job_error(exc: Exception, own_frame: bool, fn: object) -> BaseException:
+    # A job's error as stored (_from_job_frame).  A TypeError with no frame
+    # of the job's own was raised by the worker's call of ``fn`` (bad
+    # arguments) or by its await of what ``fn`` returned (a plain function):
+    # the job never started, and the message says which job it was.
+    error = _from_job_frame(exc, own_frame)
+    if error.__traceback__ is not None or type(error) is not TypeError:
+        return error
+    hint = (
+        " (jobs are async functions, or callables that return an awaitable)"
+        if "await" in str(error)
+        else ""
+    )
+    return TypeError(f"job {_callable_name(fn)} could not start: {error}{hint}")
+
+
+def _callable_name(fn: object) -> str:
+    qualname = getattr(fn, "__qualname__", None)
+    if not isinstance(qualname, str):
+        return repr(fn)
+    module = getattr(fn, "__module__", None)
+    return f"{module}.{qualname}" if isinstance(module, str) else qualname
+
+
 # The user code the executor calls, each in a function of its own that is
 # left interruptible by Ctrl-C on Trio (``runs_user_code``), while the
 # bookkeeping around it, in the callers, stays protected (_core/_ki.py).
@@ -866,7 +890,7 @@ class Executor:
                     else:
                         value = await job._fn(*job._args)  # type: ignore[misc]
                 except Exception as exc:
-                    self._failed_with(job, _from_job_frame(exc, own_frame))
+                    self._failed_with(job, _job_error(exc, own_frame, job._fn))
                 except BaseException as exc:
                     cancels, errors = _split_cancellation(exc)
                     # Out of this frame's locals as they leave: the traceback

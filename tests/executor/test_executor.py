@@ -1288,6 +1288,53 @@ async def test_an_int_subclass_max_workers_is_kept_as_a_plain_int() -> None:
         assert await ex.spawn(noop_job, 7) == 7
 
 
+def _plain(x: int) -> int:
+    return x + 1
+
+
+async def _two(a: int, b: int) -> int:
+    return a + b
+
+
+async def test_a_plain_function_spawned_fails_its_job_with_a_type_error_naming_it() -> (
+    None
+):
+    async with Executor() as ex:
+        handle: JoinHandle[Any] = ex.spawn(_plain, 1)  # type: ignore[arg-type]
+        with pytest.raises(TypeError) as info:
+            await handle
+    message = str(info.value)
+    assert message.startswith(f"job {__name__}._plain could not start: ")
+    assert "can't be used in 'await' expression" in message
+    assert "jobs are async functions" in message
+
+
+async def test_a_job_given_the_wrong_arguments_fails_with_a_type_error_naming_it() -> (
+    None
+):
+    async with Executor() as ex:
+        handle = ex.spawn(_two, 1)  # type: ignore[arg-type]
+        with pytest.raises(TypeError) as info:
+            await handle
+    assert str(info.value) == (
+        f"job {__name__}._two could not start: "
+        "_two() missing 1 required positional argument: 'b'"
+    )
+
+
+async def test_a_type_error_raised_inside_a_job_is_kept_as_it_is() -> None:
+    error = TypeError("the job's own")
+
+    async def job() -> None:
+        raise error
+
+    async with Executor() as ex:
+        handle = ex.spawn(job)
+        with pytest.raises(TypeError) as info:
+            await handle
+    assert info.value is error
+
+
 async def test_spawn_of_non_callable_raises_type_error() -> None:
     async with Executor() as ex:
         with pytest.raises(TypeError, match="fn"):
