@@ -252,9 +252,15 @@ class Receiver(NotCopied, ObjectReceiveStream[T_co], Generic[T_co]):
         try:
             await waiter.wait
         except BaseException as exc:
-            state.wake_soon = None
             # With a give_back, a grant never stands: the item goes back.
             slot._interrupted(waiter, exc, state.give_back)
+            if slot.parked is None:
+                # Not if another receive parked after this one was
+                # cancelled and before it ran (the wait no longer counted,
+                # on asyncio once cancelled, on Trio once aborted): the
+                # wake-up is that receive's now, and a dropped sender must
+                # find it.
+                state.wake_soon = None
             raise
         state.wake_soon = None
         BUDGET.left = BUDGET_SIZE  # woken: a schedule point (_core/_budget.py)

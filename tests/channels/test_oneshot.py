@@ -17,7 +17,7 @@ import anyio.lowlevel
 import pytest
 
 from anyio_prims import oneshot
-from anyio_prims._core import BUDGET_SIZE, NOT_OPENED, Slot
+from anyio_prims._core import BUDGET_SIZE, FORCE_GENERIC, NOT_OPENED, Slot
 
 from .._waiter_count import WAITER_STATS
 from ._support import GIVE_BACK_SOURCES, SOURCES, Call, settle, source_param
@@ -116,6 +116,37 @@ async def test_a_sender_dropped_without_sending_ends_the_stream() -> None:
         gc.collect()
         await settle()
     assert isinstance(receiver.error, anyio.EndOfStream)
+
+
+@pytest.mark.skipif(
+    FORCE_GENERIC,
+    reason="the generic waiter sees a cancellation when its task runs: the"
+    " second receive is refused as busy until then",
+)
+async def test_a_receive_parked_after_a_cancelled_one_ends_when_the_sender_drops() -> (
+    None
+):
+    # A cancelled receive's wait stops counting at once (asyncio: its
+    # future is cancelled; Trio: the wait is aborted), so another receive
+    # may park before the first runs.  The first, leaving then, must not
+    # take the second's wake-up with it: the dropped sender ends the stream.
+    tx, rx = oneshot.channel[int]()
+    holder = [tx]
+    del tx
+
+    async def drop_the_sender_later() -> None:
+        await settle()  # the second receive parks and the first leaves
+        holder.clear()
+        gc.collect()
+
+    async with anyio.create_task_group() as tg:
+        first = Call(rx.receive).start(tg)
+        await settle()
+        first.cancel()
+        tg.start_soon(drop_the_sender_later)
+        with anyio.fail_after(5), pytest.raises(anyio.EndOfStream):
+            await rx.receive()
+    assert first.outcome == "cancelled"
 
 
 class _Cycle:
