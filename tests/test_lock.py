@@ -8,7 +8,9 @@ from contextlib import asynccontextmanager
 from functools import partial
 
 import anyio
+import anyio.from_thread
 import anyio.lowlevel
+import anyio.to_thread
 import pytest
 
 from anyio_prims._core import BUDGET, BUDGET_SIZE, WaitQueue
@@ -484,3 +486,29 @@ async def test_release_skips_a_waiter_cancelled_before_it_ran() -> None:
     assert second.done()
     assert second.exception() is None
     assert lock.statistics().tasks_waiting == 0
+
+
+async def test_release_from_a_loop_callback_says_no_task_runs_there(
+    anyio_backend_name: str,
+) -> None:
+    # anyio.from_thread.run_sync runs the call as a callback of the event
+    # loop, in no task: the error says so, not that no event loop runs.
+    if anyio_backend_name != "asyncio":
+        pytest.skip("on Trio the call runs in the task that started the thread")
+    lock = Lock()
+    await lock.acquire()
+    errors: list[BaseException] = []
+
+    def release_from_a_thread() -> None:
+        try:
+            anyio.from_thread.run_sync(lock.release)
+        except RuntimeError as exc:
+            errors.append(exc)
+
+    await anyio.to_thread.run_sync(release_from_a_thread)
+    assert [str(exc) for exc in errors] == [
+        "no task is running: call this from a task of an event loop, not from"
+        " outside one or from a loop callback"
+    ]
+    assert lock.locked()
+    lock.release()

@@ -351,7 +351,12 @@ NoEventLoopError: Final = _no_event_loop_error()
 
 
 def _no_task() -> RuntimeError:
-    return NoEventLoopError("no task is running: call this from inside an event loop")
+    # Outside any event loop, or in one's callback (``loop.call_soon``,
+    # ``anyio.from_thread.run_sync``), which runs in no task.
+    return NoEventLoopError(
+        "no task is running: call this from a task of an event loop, not from"
+        " outside one or from a loop callback"
+    )
 
 
 def current_task() -> object:
