@@ -181,13 +181,14 @@ class RWLock(CopiedWhole):
 
     def _read_parks(self, task: object) -> bool:
         # Whether a read acquire by ``task`` is about to park: it cannot
-        # proceed now (exactly: a queue of cancelled waiters lets it in) and
-        # does not hold the lock already (that raises, after the checkpoint
-        # that is due, as every call that does not park).
+        # proceed now (exactly: a queue of cancelled waiters lets it in,
+        # has_live(), as _acquire_read_blocking decides) and does not hold
+        # the lock already (that raises, after the checkpoint that is due,
+        # as every call that does not park).
         waiters = self._waiters
         writer = self._writer
         return (
-            (writer is not None or bool(waiters.parked and waiters))
+            (writer is not None or bool(waiters.parked and waiters.has_live()))
             and task is not writer
             and task not in self._readers
         )
@@ -198,14 +199,23 @@ class RWLock(CopiedWhole):
         writer = self._writer
         readers = self._readers
         return (
-            (writer is not None or bool(readers) or bool(waiters.parked and waiters))
+            (
+                writer is not None
+                or bool(readers)
+                or bool(waiters.parked and waiters.has_live())
+            )
             and task is not writer
             and task not in readers
         )
 
     async def _acquire_read_blocking(self, task: object) -> None:
         self._check_not_holding(task)
-        if self._writer is None and not self._waiters:
+        # has_live(), not bool(): a waiter whose task was cancelled on
+        # asyncio and has not run yet holds nobody back (statistics() no
+        # longer counts it either).
+        if self._writer is None and not (
+            self._waiters.parked and self._waiters.has_live()
+        ):
             self._readers.add(task)
             return
         try:
@@ -225,7 +235,9 @@ class RWLock(CopiedWhole):
         if task is None:
             task, self._tasks, self._task_key = task_finder()
         self._check_not_holding(task)
-        if self._writer is None and not self._waiters:
+        if self._writer is None and not (
+            self._waiters.parked and self._waiters.has_live()
+        ):
             self._readers.add(task)
             return
         raise anyio.WouldBlock
@@ -278,7 +290,11 @@ class RWLock(CopiedWhole):
 
     async def _acquire_write_blocking(self, task: object) -> None:
         self._check_not_holding(task)
-        if self._writer is None and not self._readers and not self._waiters:
+        if (
+            self._writer is None
+            and not self._readers
+            and not (self._waiters.parked and self._waiters.has_live())
+        ):
             self._writer = task
             return
         try:
@@ -297,7 +313,11 @@ class RWLock(CopiedWhole):
         if task is None:
             task, self._tasks, self._task_key = task_finder()
         self._check_not_holding(task)
-        if self._writer is None and not self._readers and not self._waiters:
+        if (
+            self._writer is None
+            and not self._readers
+            and not (self._waiters.parked and self._waiters.has_live())
+        ):
             self._writer = task
             return
         raise anyio.WouldBlock
