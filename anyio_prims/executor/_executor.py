@@ -173,19 +173,29 @@ def _from_job_frame(exc: BaseException, own_frame: bool) -> BaseException:
 
 
 def _job_error(exc: Exception, own_frame: bool, fn: object) -> BaseException:
-    # A job's error as stored (_from_job_frame).  A TypeError with no frame
-    # of the job's own was raised by the worker's call of ``fn`` (bad
-    # arguments) or by its await of what ``fn`` returned (a plain function):
-    # the job never started, and the message says which job it was.
+    # A job's error as stored (_from_job_frame).  One exception is replaced:
+    # the worker's await of what a plain function returned, which names no
+    # function.  Told by CPython's message and by having no frame of the
+    # job's own, which a job that started always adds, except for an error
+    # never raised in Python code (set on a future it awaits): such an
+    # error is kept as it is unless its message is that one.  Arguments
+    # that do not fit are kept too: CPython's message names the function.
     error = _from_job_frame(exc, own_frame)
-    if error.__traceback__ is not None or type(error) is not TypeError:
+    if (
+        type(error) is not TypeError
+        or error.__traceback__ is not None
+        or not any(text in str(error) for text in _NOT_AWAITABLE)
+    ):
         return error
-    hint = (
-        " (jobs are async functions, or callables that return an awaitable)"
-        if "await" in str(error)
-        else ""
+    return TypeError(
+        f"job {_callable_name(fn)} returned no awaitable: {error} (jobs are"
+        " async functions, or callables that return an awaitable)"
     )
-    return TypeError(f"job {_callable_name(fn)} could not start: {error}{hint}")
+
+
+#: CPython's message for ``await`` of a value that is not awaitable: 3.10
+#: to 3.13, and the wording of newer releases.
+_NOT_AWAITABLE = ("can't be used in 'await' expression", "can't be awaited")
 
 
 def _callable_name(fn: object) -> str:

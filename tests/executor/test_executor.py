@@ -1304,22 +1304,39 @@ async def test_a_plain_function_spawned_fails_its_job_with_a_type_error_naming_i
         with pytest.raises(TypeError) as info:
             await handle
     message = str(info.value)
-    assert message.startswith(f"job {__name__}._plain could not start: ")
+    assert message.startswith(f"job {__name__}._plain returned no awaitable: ")
     assert "can't be used in 'await' expression" in message
     assert "jobs are async functions" in message
 
 
-async def test_a_job_given_the_wrong_arguments_fails_with_a_type_error_naming_it() -> (
-    None
-):
+async def test_a_job_given_the_wrong_arguments_fails_with_pythons_type_error() -> None:
+    # CPython's message names the function already: kept as it is.
     async with Executor() as ex:
         handle = ex.spawn(_two, 1)  # type: ignore[arg-type]
         with pytest.raises(TypeError) as info:
             await handle
-    assert str(info.value) == (
-        f"job {__name__}._two could not start: "
-        "_two() missing 1 required positional argument: 'b'"
-    )
+    assert str(info.value) == "_two() missing 1 required positional argument: 'b'"
+
+
+async def test_a_type_error_a_started_job_gets_from_a_future_is_kept_as_it_is(
+    anyio_backend_name: str,
+) -> None:
+    # Set on a future the job awaits, never raised in Python code: no frame
+    # of the job's own, like the await of a plain function's result, but
+    # the job did start, and the error is its own.
+    if anyio_backend_name != "asyncio":
+        pytest.skip("an asyncio future")
+    import asyncio
+
+    future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    error = TypeError("bad payload")
+    async with Executor() as ex:
+        handle = ex.spawn(lambda: future)
+        await settle()  # the job awaits the future
+        future.set_exception(error)
+        with pytest.raises(TypeError) as info:
+            await handle
+    assert info.value is error
 
 
 async def test_a_type_error_raised_inside_a_job_is_kept_as_it_is() -> None:
