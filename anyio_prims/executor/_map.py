@@ -115,7 +115,8 @@ class MapIterator(Generic[T]):
 
     Closing it (``aclose()``, ``contextlib.aclosing``, or leaving its
     ``async with`` block) cancels the jobs still in flight and stops reading
-    the input (an input error not yet raised is dropped with it).  Errors
+    the input (an input error not yet raised is dropped with it, and so is
+    the item a read that was waiting meanwhile, in another task, gets).  Errors
     of jobs that had already failed and were never delivered are still
     raised at the executor's exit.  Once the executor is closed, a call that
     would read the input raises ``RuntimeError`` and reads nothing; a read
@@ -326,7 +327,9 @@ class MapIterator(Generic[T]):
                 else:
                     self._input_error = exc
             return
-        if self._closed:  # closed while this read was waiting
+        if self._closed:
+            # Closed by another task while this read was waiting: the item
+            # goes with the jobs the close cancelled (documented).
             return
         if self._executor._closed:
             # The block exited while this read waited (the consumer is a

@@ -731,6 +731,37 @@ async def test_a_read_waiting_as_the_block_exits_raises_once_its_item_comes() ->
     ]
 
 
+async def test_a_read_waiting_as_another_task_closes_the_map_drops_its_item() -> None:
+    # As documented: the consumer's iteration ends, and the item its read
+    # then gets is neither run nor left in the input.
+    send, receive = anyio.create_memory_object_stream[int](10)
+    outcome: list[object] = []
+    ran: list[int] = []
+
+    async def record(x: int) -> int:
+        ran.append(x)
+        return x
+
+    with anyio.fail_after(5), send, receive:
+        async with Executor() as ex:
+            results = ex.map(record, receive)
+
+            async def consume() -> None:
+                async for value in results:
+                    outcome.append(value)
+                outcome.append("end")
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(consume)
+                await settle()  # the consumer waits in the input
+                await results.aclose()
+                await send.send(21)
+        with pytest.raises(anyio.WouldBlock):
+            receive.receive_nowait()  # taken by the read, not left
+    assert outcome == ["end"]
+    assert ran == []
+
+
 async def test_map_accepts_a_sequence_protocol_iterable() -> None:
     class Squares:
         def __getitem__(self, index: int) -> int:
