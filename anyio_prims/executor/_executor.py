@@ -187,10 +187,12 @@ def _job_error(exc: Exception, own_frame: bool, fn: object) -> BaseException:
         or not any(text in str(error) for text in _NOT_AWAITABLE)
     ):
         return error
-    return TypeError(
+    wrapped = TypeError(
         f"job {_callable_name(fn)} returned no awaitable: {error} (jobs are"
         " async functions, or callables that return an awaitable)"
     )
+    wrapped.__cause__ = error  # frameless (_from_job_frame): no cycle
+    return wrapped
 
 
 #: CPython's message for ``await`` of a value that is not awaitable: 3.10
@@ -780,6 +782,21 @@ class Executor:
             self._cancel_all()
             raise
         self._nworkers -= 1
+
+    def _workers_gone(self) -> bool:
+        # Whether the task group was cancelled behind the executor's back:
+        # AnyIO cancels it when a task of it ends with an exception, and a
+        # worker task cancelled before its first step (a plain task.cancel()
+        # of every task, say) ends so without running any of _work, which
+        # would have cancelled the executor; ``_starting`` then stays set,
+        # and no worker will ever come for the queued jobs.  If so, cancel
+        # the executor, which settles them.  Asked by a join of a queued job
+        # while a start is pending (JoinHandle.__await__): not per spawn.
+        assert self._tg is not None
+        if self._cancelling or not self._tg.cancel_scope.cancel_called:
+            return False
+        self._cancel_all()
+        return True
 
     async def _sweep(self) -> None:
         # Every idle_timeout seconds, send away the workers idle since

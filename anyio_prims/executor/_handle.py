@@ -137,6 +137,10 @@ class JoinHandle(Generic[T]):
         # that must wait parks at once (parking is its checkpoint, and it
         # keeps the joiners in the order they called); only one that
         # returns at once spends the budget.
+        if self._state == QUEUED and self._executor._starting:
+            # Queued while the worker started for it has not run: if that
+            # task ended first, the job is cancelled here, not waited for.
+            self._executor._workers_gone()
         if self._state >= SUCCEEDED:
             budget = BUDGET
             budget.left -= 1

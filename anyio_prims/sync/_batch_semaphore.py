@@ -224,8 +224,10 @@ class BatchSemaphore(CopiedWhole):
         """An acquire parked ``waiter`` although the permits it asks for are
         there, or the semaphore is closed: a finalizer that a collection ran
         inside ``enqueue`` (it allocates) released or closed before the
-        waiter was there to be granted or failed.  Do for it what that
-        release or close would have done: grant the waiters that now fit,
+        waiter was there to be granted or failed; or, fair, it counted a
+        waiter ahead whose task was cancelled but has not run yet (asyncio),
+        which held it back only until a grant drops it.  Do for it what a
+        release (or the close) would have done: grant the waiters that now fit,
         in order (in fair mode a larger request ahead may still hold it
         back, as it holds back any acquire), or raise ClosedResourceError.
         ``True`` if ``waiter`` was granted here: the caller then finishes
