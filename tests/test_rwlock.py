@@ -415,6 +415,43 @@ async def test_a_queued_writer_cancelled_before_it_runs_holds_no_reader_back(
     assert lock.statistics() == FREE
 
 
+async def test_readers_queued_behind_a_cancelled_writer_are_admitted_with_a_new_one(
+    anyio_backend_name: str,
+) -> None:
+    # As above, with a reader queued behind the writer: the arrival admits
+    # it too (as the writer's task would when it runs), then shares the
+    # lock with both readers.
+    if anyio_backend_name != "asyncio" or FORCE_GENERIC:
+        pytest.skip("asyncio waiters only: they see a cancelled wait at once")
+    lock = RWLock()
+    done = asyncio.Event()
+
+    async def read_until_done() -> None:
+        await lock.acquire_read()
+        await done.wait()
+        lock.release_read()
+
+    holder = asyncio.ensure_future(read_until_done())
+    await asyncio.sleep(0)
+    writer = asyncio.ensure_future(lock.acquire_write())
+    await asyncio.sleep(0)
+    queued = asyncio.ensure_future(read_until_done())
+    await asyncio.sleep(0)
+    assert lock.statistics().tasks_waiting_read == 1
+    writer.cancel()
+    lock.acquire_read_nowait()
+    assert lock.statistics() == RWLockStatistics(
+        readers=3, writer=None, tasks_waiting_read=0, tasks_waiting_write=0
+    )
+    lock.release_read()
+    done.set()
+    await holder
+    await queued
+    with pytest.raises(asyncio.CancelledError):
+        await writer
+    assert lock.statistics() == FREE
+
+
 async def test_trio_cancel_scope_cancels_queued_acquire(
     anyio_backend_name: str,
 ) -> None:

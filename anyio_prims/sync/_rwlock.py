@@ -34,8 +34,10 @@
 #     _grant_waiters()): it is a writer while anyone holds, or anything
 #     while a writer holds.  Hence an arrival is admitted at once only if
 #     nobody is queued, and a live reader is never at the head while no
-#     writer holds.  (A waiter whose task was cancelled counts as queued
-#     until that task runs and re-runs _grant_waiters(); see below.)
+#     writer holds.  (A waiter whose task was cancelled on asyncio stays
+#     in the queue until that task runs and re-runs _grant_waiters(); an
+#     arrival looks past it meanwhile, _queued_live(), and admits the
+#     readers it held back.)
 #
 # Holders are recorded by the granting side before the waiter wakes (direct
 # handoff).  Every blocking acquire that ends in an exception re-runs
@@ -188,7 +190,7 @@ class RWLock(CopiedWhole):
         waiters = self._waiters
         writer = self._writer
         return (
-            (writer is not None or bool(waiters.parked and waiters.has_live()))
+            (writer is not None or bool(waiters.parked and self._queued_live()))
             and task is not writer
             and task not in self._readers
         )
@@ -202,7 +204,7 @@ class RWLock(CopiedWhole):
             (
                 writer is not None
                 or bool(readers)
-                or bool(waiters.parked and waiters.has_live())
+                or bool(waiters.parked and self._queued_live())
             )
             and task is not writer
             and task not in readers
@@ -213,9 +215,7 @@ class RWLock(CopiedWhole):
         # has_live(), not bool(): a waiter whose task was cancelled on
         # asyncio and has not run yet holds nobody back (statistics() no
         # longer counts it either).
-        if self._writer is None and not (
-            self._waiters.parked and self._waiters.has_live()
-        ):
+        if self._writer is None and not (self._waiters.parked and self._queued_live()):
             self._readers.add(task)
             return
         try:
@@ -235,9 +235,7 @@ class RWLock(CopiedWhole):
         if task is None:
             task, self._tasks, self._task_key = task_finder()
         self._check_not_holding(task)
-        if self._writer is None and not (
-            self._waiters.parked and self._waiters.has_live()
-        ):
+        if self._writer is None and not (self._waiters.parked and self._queued_live()):
             self._readers.add(task)
             return
         raise anyio.WouldBlock
@@ -293,7 +291,7 @@ class RWLock(CopiedWhole):
         if (
             self._writer is None
             and not self._readers
-            and not (self._waiters.parked and self._waiters.has_live())
+            and not (self._waiters.parked and self._queued_live())
         ):
             self._writer = task
             return
@@ -316,7 +314,7 @@ class RWLock(CopiedWhole):
         if (
             self._writer is None
             and not self._readers
-            and not (self._waiters.parked and self._waiters.has_live())
+            and not (self._waiters.parked and self._queued_live())
         ):
             self._writer = task
             return
@@ -341,6 +339,13 @@ class RWLock(CopiedWhole):
             self._grant_waiters()
 
     # -- the queue -------------------------------------------------------
+
+    def _queued_live(self) -> bool:
+        # A dead head may have been holding back the readers behind it:
+        # admit them as its task would, then tell whether anyone still waits.
+        if self._writer is None:
+            self._grant_waiters()
+        return self._waiters.has_live()
 
     def _check_not_holding(self, task: object) -> None:
         if task is self._writer:
