@@ -685,6 +685,10 @@ class Executor:
             await budget_checkpoint()
         if self._max_queued is None or not self._submit_waits():
             return self.spawn(fn, *args)
+        if self._starting and self._workers_gone():
+            # No worker will come to make room (JoinHandle.__await__): the
+            # executor is cancelled now, and the job is born cancelled.
+            return self.spawn(fn, *args)
         handle: JoinHandle[T] = await self._submitters.park((fn, args), None)
         return handle
 

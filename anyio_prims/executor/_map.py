@@ -257,6 +257,12 @@ class MapIterator(Generic[T]):
                     if self._closed:
                         raise StopAsyncIteration
                     return value
+                executor = self._executor
+                if executor._starting and executor._queue and executor._workers_gone():
+                    # The worker started for the queued jobs ended before
+                    # it ran: they are settled as cancelled now (see
+                    # JoinHandle.__await__).  Deliver them.
+                    continue
                 await self._wakeup.park(None, _ignore)
         finally:
             self._busy = False

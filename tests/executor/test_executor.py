@@ -2002,36 +2002,52 @@ async def test_a_worker_ended_by_task_cancel_cancels_its_given_back_job_and_the_
 
 
 @pytest.mark.filterwarnings("ignore:coroutine 'Executor._work' was never awaited")
-async def test_a_job_queued_after_a_worker_was_cancelled_before_it_ran_is_cancelled(
-    anyio_backend: Any,
+@pytest.mark.parametrize("wait", ["join", "unordered map", "submit"])
+async def test_a_wait_for_a_queued_job_after_its_worker_was_cancelled_unstarted_ends(
+    anyio_backend: Any, wait: str
 ) -> None:
     # A worker task cancelled before its first step (a plain task.cancel()
     # of every task, say) ends without running any of the executor's code,
-    # but AnyIO cancels the task group for it.  A job queued then, from a
-    # shielded cleanup, must not wait for a worker that will not come: the
-    # executor is cancelled, and so is every queued job.
+    # but AnyIO cancels the task group for it.  A call that would then wait
+    # for a queued job, in a shielded cleanup, must not wait for a worker
+    # that will not come: the executor is cancelled, and so is every
+    # queued job.
     if anyio_backend[0] != "asyncio":
         pytest.skip("asyncio's task.cancel() before the task runs")
     import asyncio
 
     me = asyncio.current_task()
+    outcome: list[object] = []
     with anyio.fail_after(5):  # hang guard only
-        async with Executor() as ex:
+        async with Executor(max_queued=1 if wait == "submit" else None) as ex:
             before = asyncio.all_tasks()
             first = ex.spawn(noop)  # queued; a worker task is started for it
             (worker,) = asyncio.all_tasks() - before - {me}
             worker.cancel()  # before its first step
             with anyio.CancelScope(shield=True):
                 await settle()  # the worker task ends; AnyIO cancels the group
-                second = ex.spawn(noop)
                 with anyio.move_on_after(2) as guard:  # the shield keeps fail_after out
-                    with pytest.raises(JobCancelled):
-                        await second
-                assert not guard.cancelled_caught, "the job waited for a worker"
+                    if wait == "join":
+                        with pytest.raises(JobCancelled):
+                            await first
+                        outcome.append("cancelled")
+                    elif wait == "unordered map":
+                        results = ex.map(double_it, [1], ordered=False)
+                        with pytest.raises(JobCancelled):
+                            await results.__anext__()
+                        outcome.append("cancelled")
+                    else:
+                        handle = await ex.submit(noop)  # the queue is full
+                        outcome.append(handle.cancelled())
+                assert not guard.cancelled_caught, "the call waited for a worker"
+    assert outcome in (["cancelled"], [True])
     assert first.cancelled()
-    assert second.cancelled()
     del worker
     gc.collect()  # the worker's coroutine, never started, warns here
+
+
+async def double_it(x: int) -> int:
+    return 2 * x
 
 
 async def test_settled_job_is_not_requeued_by_a_task_cancelled_worker(
