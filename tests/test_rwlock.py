@@ -374,53 +374,16 @@ async def test_cancelled_queued_reader_keeps_order_of_others() -> None:
     assert lock.statistics() == FREE
 
 
+@pytest.mark.parametrize("behind", [0, 1])
 @pytest.mark.parametrize("call", ["acquire_read_nowait", "acquire_read"])
 async def test_a_queued_writer_cancelled_before_it_runs_holds_no_reader_back(
-    anyio_backend_name: str, call: str
+    anyio_backend_name: str, call: str, behind: int
 ) -> None:
     # task.cancel() on a queued asyncio task ends its wait at once; the task
     # runs later.  statistics() counts nobody waiting from then on, and a
     # reader arriving meanwhile is not held back by that writer either: it
-    # shares the lock with the reader that holds it, without waiting.
-    if anyio_backend_name != "asyncio" or FORCE_GENERIC:
-        pytest.skip("asyncio waiters only: they see a cancelled wait at once")
-    lock = RWLock()
-    holder_done = asyncio.Event()
-
-    async def hold_read() -> None:
-        await lock.acquire_read()
-        await holder_done.wait()
-        lock.release_read()
-
-    holder = asyncio.ensure_future(hold_read())
-    await asyncio.sleep(0)
-    writer = asyncio.ensure_future(lock.acquire_write())
-    await asyncio.sleep(0)
-    assert lock.statistics().tasks_waiting_write == 1
-    writer.cancel()
-    assert lock.statistics().tasks_waiting_write == 0
-    if call == "acquire_read_nowait":
-        lock.acquire_read_nowait()
-    else:
-        # Budget left, so no checkpoint: it would only park.
-        BUDGET.left = BUDGET_SIZE
-        await lock.acquire_read()
-    assert not writer.done()  # it has not run: taken without waiting
-    assert lock.statistics().readers == 2
-    lock.release_read()
-    holder_done.set()
-    await holder
-    with pytest.raises(asyncio.CancelledError):
-        await writer
-    assert lock.statistics() == FREE
-
-
-async def test_readers_queued_behind_a_cancelled_writer_are_admitted_with_a_new_one(
-    anyio_backend_name: str,
-) -> None:
-    # As above, with a reader queued behind the writer: the arrival admits
-    # it too (as the writer's task would when it runs), then shares the
-    # lock with both readers.
+    # admits the readers queued behind the writer (as the writer's task
+    # would when it runs) and shares the lock with them, without waiting.
     if anyio_backend_name != "asyncio" or FORCE_GENERIC:
         pytest.skip("asyncio waiters only: they see a cancelled wait at once")
     lock = RWLock()
@@ -435,18 +398,26 @@ async def test_readers_queued_behind_a_cancelled_writer_are_admitted_with_a_new_
     await asyncio.sleep(0)
     writer = asyncio.ensure_future(lock.acquire_write())
     await asyncio.sleep(0)
-    queued = asyncio.ensure_future(read_until_done())
+    queued = [asyncio.ensure_future(read_until_done()) for _ in range(behind)]
     await asyncio.sleep(0)
-    assert lock.statistics().tasks_waiting_read == 1
+    assert lock.statistics().tasks_waiting_read == behind
     writer.cancel()
-    lock.acquire_read_nowait()
+    assert lock.statistics().tasks_waiting_write == 0
+    if call == "acquire_read_nowait":
+        lock.acquire_read_nowait()
+    else:
+        # Budget left, so no checkpoint: it would only park.
+        BUDGET.left = BUDGET_SIZE
+        await lock.acquire_read()
+    assert not writer.done()  # it has not run: taken without waiting
     assert lock.statistics() == RWLockStatistics(
-        readers=3, writer=None, tasks_waiting_read=0, tasks_waiting_write=0
+        readers=2 + behind, writer=None, tasks_waiting_read=0, tasks_waiting_write=0
     )
     lock.release_read()
     done.set()
     await holder
-    await queued
+    for reader in queued:
+        await reader
     with pytest.raises(asyncio.CancelledError):
         await writer
     assert lock.statistics() == FREE
