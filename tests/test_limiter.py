@@ -190,6 +190,73 @@ async def test_double_borrow_raises_even_when_no_token_is_free() -> None:
     assert limiter.statistics().tasks_waiting == 0
 
 
+@pytest.mark.parametrize("how", ["release", "total_tokens"])
+async def test_a_second_wait_for_one_borrower_raises_when_the_first_is_granted(
+    how: str,
+) -> None:
+    # Two tasks queued on behalf of one borrower: when the first is granted,
+    # the borrower holds a token, so the second is refused as a call made
+    # then would be, and the token it would have taken goes on in order.
+    limiter = CapacityLimiter(2)
+    limiter.acquire_on_behalf_of_nowait("a")
+    limiter.acquire_on_behalf_of_nowait("d")
+    outcomes: dict[str, str] = {}
+
+    async def wait(name: str, borrower: str) -> None:
+        try:
+            await limiter.acquire_on_behalf_of(borrower)
+        except RuntimeError as exc:
+            outcomes[name] = str(exc)
+        else:
+            outcomes[name] = "granted"
+
+    async with anyio.create_task_group() as tg:
+        await start_in_order(
+            tg,
+            partial(wait, "B", "x"),
+            partial(wait, "C", "x"),
+            partial(wait, "E", "e"),
+        )
+        assert limiter.statistics().tasks_waiting == 3
+        if how == "release":
+            limiter.release_on_behalf_of("a")
+            limiter.release_on_behalf_of("d")
+        else:
+            limiter.total_tokens = 4
+        assert sorted(map(str, limiter.statistics().borrowers)) == (
+            ["e", "x"] if how == "release" else ["a", "d", "e", "x"]
+        )
+        assert limiter.statistics().tasks_waiting == 0
+    assert outcomes == {"B": "granted", "C": ALREADY_HOLDING, "E": "granted"}
+    assert limiter.borrowed_tokens == (2 if how == "release" else 4)
+    limiter.release_on_behalf_of("x")
+    with pytest.raises(RuntimeError, match=NOT_HOLDING):
+        limiter.release_on_behalf_of("x")
+
+
+async def test_a_second_wait_for_one_borrower_gets_in_after_the_first_released() -> (
+    None
+):
+    limiter = CapacityLimiter(1)
+    limiter.acquire_on_behalf_of_nowait("holder")
+    order: list[str] = []
+
+    async def wait(name: str) -> None:
+        await limiter.acquire_on_behalf_of("x")
+        order.append(name)
+
+    async with anyio.create_task_group() as tg:
+        await start_in_order(tg, partial(wait, "first"), partial(wait, "second"))
+        limiter.release_on_behalf_of("holder")
+        await settle()
+        assert order == ["first"]
+        limiter.release_on_behalf_of("x")  # the first wait's token
+        await settle()
+        assert order == ["first", "second"]
+        assert limiter.statistics().borrowers == ("x",)
+        limiter.release_on_behalf_of("x")
+
+
 async def test_release_without_a_token_raises() -> None:
     limiter = CapacityLimiter(1)
     with pytest.raises(RuntimeError, match=NOT_HOLDING):

@@ -37,6 +37,7 @@ from ._waiter import (
     Unopened,
     Waiter,
     WaitQueue,
+    raise_failure,
 )
 
 __all__ = [
@@ -65,6 +66,7 @@ __all__ = [
     "on_trio",
     "protect_from_keyboard_interrupt",
     "protect_if_trio_imported",
+    "raise_failure",
     "runs_user_code",
     "take_checkpoints",
     "task_finder",

@@ -99,7 +99,7 @@ from asyncio import AbstractEventLoop, Future, InvalidStateError, _get_running_l
 from asyncio import current_task as _asyncio_current_task
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterator
-from typing import Any, Final, Generic, TypeVar
+from typing import Any, Final, Generic, NoReturn, TypeVar
 
 from anyio import Event as AnyIOEvent
 
@@ -342,6 +342,22 @@ class _Withdrawn:
 #: What ``park`` returns when its ``recheck`` found that the task need not
 #: wait after all.
 WITHDRAWN: Final = _Withdrawn()
+
+
+def raise_failure(waiter: Waiter[Any]) -> NoReturn:
+    """Raise what ``waiter`` was failed with (its state is FAILED).
+
+    The exception is taken off the waiter, with its payload, and out of
+    this frame's locals as it leaves: the traceback keeps this frame and
+    the caller's, and a reference from either to the exception would be a
+    cycle.  The caller must not keep the exception in a local either.
+    """
+    failure = waiter.value
+    waiter.value = waiter.payload = None
+    try:
+        raise failure
+    finally:
+        del failure
 
 
 def _drop_unawaited(waiter: Waiter[Any]) -> None:

@@ -49,6 +49,7 @@ from .._core import (
     NotCopied,
     Waiter,
     budget_checkpoint,
+    raise_failure,
 )
 from ._state import (
     INF,
@@ -243,15 +244,7 @@ class SendEndpoint(_Endpoint, ObjectSendStream[T_contra], Generic[T_contra]):
                 # closed before the task ran: a call on a closed endpoint
                 # (AnyIO decides when the task runs, too).
                 raise anyio.ClosedResourceError
-            # Take the exception off the waiter, and out of this frame's
-            # locals as it leaves: the traceback keeps this frame, and a
-            # reference from it to the exception would be a cycle.
-            failure = waiter.value
-            waiter.value = waiter.payload = None  # type: ignore[assignment]
-            try:
-                raise failure
-            finally:
-                del failure
+            raise_failure(waiter)  # off the waiter: no cycle through it
         # Recycle the waiter (see _core/_waiter.py); its value is None.
         waiter.payload = None  # type: ignore[assignment]  # never read again
         waiters._spare = waiter
@@ -387,12 +380,7 @@ class ReceiveEndpoint(_Endpoint, ObjectReceiveStream[T_co], Generic[T_co]):
             state.sync()
             if self._closed:  # closed after another close woke it: as in send()
                 raise anyio.ClosedResourceError
-            failure = waiter.value
-            waiter.value = waiter.payload = None
-            try:  # no cycle through this frame, as in send()
-                raise failure
-            finally:
-                del failure
+            raise_failure(waiter)  # as in send()
         # Granted and resumed: the call and its item leave (I3).  in_flight
         # is read again (the first park made it); the buffer is the same
         # object for the channel's life.

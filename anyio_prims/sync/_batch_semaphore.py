@@ -47,6 +47,7 @@ from .._core import (
     budget_checkpoint,
     check_strict,
     protect_if_trio_imported,
+    raise_failure,
 )
 
 
@@ -176,14 +177,7 @@ class BatchSemaphore(CopiedWhole):
             BUDGET.left = BUDGET_SIZE  # woken: a schedule point (_core/_budget.py)
             if waiter.state is FAILED:  # closed while waiting
                 self._grant_waiters()
-                # Off the waiter and out of the frame: no cycle through the
-                # traceback (see SendEndpoint.send).
-                failure = waiter.value
-                waiter.value = None
-                try:
-                    raise failure
-                finally:
-                    del failure
+                raise_failure(waiter)
             waiters._spare = waiter  # recycled: payload and value are ints
 
     def _open_waiters(self) -> WaitQueue[int]:

@@ -26,6 +26,9 @@
 #                  total shrinks (nobody is granted until it drops below)
 #   _waiters       FIFO of parked acquirers; a waiter's payload is its borrower
 #   live waiters exist  =>  len(_borrowers) >= _total_tokens
+#   a borrower holds at most one token: a waiter whose borrower holds one
+#                  when its turn comes (two tasks queued on behalf of one
+#                  borrower) is failed with the RuntimeError a call would get
 # kept by _grant_waiters() after every release, total_tokens increase and
 # grant given back.  A waiter granted and then cancelled before it runs
 # (asyncio ``task.cancel()``) gives its token back through ``_give_back``:
@@ -41,6 +44,8 @@ import anyio
 from .._core import (
     BUDGET,
     BUDGET_SIZE,
+    FAILED,
+    GRANTED,
     NOT_OPENED,
     PENDING,
     CopiedWhole,
@@ -49,6 +54,7 @@ from .._core import (
     checkpoint,
     checkpoint_if_cancelled,
     current_task,
+    raise_failure,
     take_checkpoints,
 )
 
@@ -173,7 +179,8 @@ class CapacityLimiter(CopiedWhole):
 
         As :meth:`acquire`, for any hashable ``borrower``.
 
-        :raises RuntimeError: if ``borrower`` already holds a token
+        :raises RuntimeError: if ``borrower`` already holds a token, or is
+            holds one (through another task's wait) when this call's turn comes
         """
         borrowers = self._borrowers
         if (
@@ -228,7 +235,10 @@ class CapacityLimiter(CopiedWhole):
             # checkpoint every acquire takes, as if the release had come
             # just before the call; cancelled there, the token goes on.
             self._grant_waiters()
-            if borrower in self._borrowers:  # its waiter was granted
+            # Granted, or failed: its borrower may be granted through an
+            # earlier waiter of its own (the loop above).
+            state: int = waiter.state
+            if state is GRANTED:
                 try:
                     await waiter.wait
                     await checkpoint()
@@ -242,7 +252,9 @@ class CapacityLimiter(CopiedWhole):
             waiters._interrupted(waiter, exc, self._give_back)
             raise
         BUDGET.left = BUDGET_SIZE  # woken: a schedule point (_core/_budget.py)
-        # Recycle the waiter (see _core/_waiter.py); nothing fails it.
+        if waiter.state is FAILED:  # its borrower got a token meanwhile
+            raise_failure(waiter)
+        # Recycle the waiter (see _core/_waiter.py).
         waiter.payload = waiter.value = None
         waiters._spare = waiter
 
@@ -310,6 +322,13 @@ class CapacityLimiter(CopiedWhole):
             if waiter is None:
                 return
             borrower = waiter.payload
+            if borrower in borrowers:
+                # Queued twice for one borrower (two tasks in
+                # acquire_on_behalf_of()), and granted the first time: this
+                # wait is refused as a call made now would be, and the token
+                # goes on.
+                waiter.fail(RuntimeError(_ALREADY_HOLDING))
+                continue
             borrowers.add(borrower)
             waiter.grant(borrower)  # what _give_back receives
 
