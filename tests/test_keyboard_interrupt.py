@@ -43,7 +43,7 @@ from anyio_prims import (
     oneshot,
     spmc,
 )
-from anyio_prims._core import protect_from_keyboard_interrupt
+from anyio_prims._core import FORCE_GENERIC, protect_from_keyboard_interrupt
 
 trio = pytest.importorskip("trio")
 pytest.importorskip("trio.testing")
@@ -427,6 +427,68 @@ def test_a_ctrl_c_delivered_to_a_parked_receive_takes_nothing_on_trio(
         assert await rx.receive() == "after"
 
     # Every Ctrl-C goes to the main task at a checkpoint: here, its receive.
+    run_trio(main, restrict_keyboard_interrupt_to_checkpoints=True)
+
+
+@pytest.mark.usefixtures("default_sigint")
+@pytest.mark.parametrize("flavour", [mpsc, spmc, mpmc])
+def test_a_ctrl_c_delivered_to_a_parked_send_leaves_the_sender_usable_on_trio(
+    flavour: types.ModuleType,
+) -> None:
+    # The Ctrl-C is delivered to the main task parked in a rendezvous send;
+    # once Trio has rescheduled it with the KeyboardInterrupt, and before it
+    # runs, another task tries to take the item.  With the native waiter the
+    # send left the queue as it was interrupted, so nothing is taken.  The
+    # generic waiter learns of it only when the task runs (docs/semantics.md):
+    # the item is taken and the send still raises.  Either way the sender is
+    # free afterwards (the single sender of spmc stayed busy for good).
+    # Tasks woken together run in any order on Trio, so the attempt repeats
+    # until the other task ran first.
+    async def attempt() -> list[str]:
+        tx, rx = flavour.channel(0)
+        main_task = trio.lowlevel.current_task()
+        sent: list[str] = []
+        taken: list[str] = []
+
+        async def interrupt_then_take() -> None:
+            while rx.statistics().tasks_waiting_send == 0:
+                await trio.sleep(0)
+            signal.raise_signal(signal.SIGINT)  # delivered to the main task
+            # Trio's own record of a rescheduled task (it has no public one).
+            while main_task._next_send_fn is None:
+                if sent:
+                    return  # the main task ran first
+                await trio.sleep(0)
+            try:
+                taken.append(rx.receive_nowait())
+            except anyio.WouldBlock:
+                taken.append("WouldBlock")
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(interrupt_then_take)
+            try:
+                await tx.send("item")
+            except KeyboardInterrupt:
+                sent.append("interrupted")
+            else:
+                sent.append("returned")
+        assert sent == ["interrupted"]
+        assert taken in ([], ["item"] if FORCE_GENERIC else ["WouldBlock"])
+        stats = tx.statistics()
+        assert (stats.tasks_waiting_send, stats.tasks_waiting_receive) == (0, 0)
+        with pytest.raises(anyio.WouldBlock):
+            tx.send_nowait("no receiver waits")
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(tx.send, "after")
+            assert await rx.receive() == "after"
+        return taken
+
+    async def main() -> None:
+        for _ in range(100):
+            if await attempt():
+                return
+        pytest.fail("the main task always ran before the other task could try")
+
     run_trio(main, restrict_keyboard_interrupt_to_checkpoints=True)
 
 

@@ -44,6 +44,7 @@ from .._core import (
     BUDGET,
     BUDGET_SIZE,
     FAILED,
+    GRANTED,
     NOT_OPENED,
     PENDING,
     NotCopied,
@@ -230,9 +231,17 @@ class SendEndpoint(_Endpoint, ObjectSendStream[T_contra], Generic[T_contra]):
             await waiter.wait
         except BaseException as exc:
             if not waiters._interrupted(waiter, exc, None):
-                # Not granted, so send_in_flight is not this call's: it may
-                # be another task's send, parked after this one was
-                # cancelled and taken before this task ran.
+                if waiter.state is GRANTED and state.single_sender:
+                    # Taken, then interrupted by what is no cancellation and
+                    # cannot be re-armed: a Ctrl-C that Trio delivered to the
+                    # generic waiter's wait before the grant (the generic
+                    # waiter learns of it only as the task runs).  The item
+                    # is delivered and the call raises; the single sender's
+                    # send_in_flight is this call's.
+                    state.send_in_flight = False
+                # Otherwise not granted, so send_in_flight is not this
+                # call's: it may be another task's send, parked after this
+                # one was cancelled and taken before this task ran.
                 state.sync()
                 raise
         BUDGET.left = BUDGET_SIZE  # woken: a schedule point (_core/_budget.py)
