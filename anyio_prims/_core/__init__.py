@@ -9,6 +9,7 @@ from ._backend import (
     FORCE_GENERIC,
     NO_TASKS,
     TaskMap,
+    asyncio_cancelling,
     checkpoint,
     checkpoint_if_cancelled,
     current_task,
@@ -17,6 +18,7 @@ from ._backend import (
     task_finder,
     task_info,
     threadsafe_call_soon,
+    uncancel_to,
 )
 from ._budget import BUDGET, BUDGET_SIZE
 from ._copying import CopiedWhole, NotCopied
@@ -58,6 +60,7 @@ __all__ = [
     "Unopened",
     "WaitQueue",
     "Waiter",
+    "asyncio_cancelling",
     "budget_checkpoint",
     "check_strict",
     "checkpoint",
@@ -72,4 +75,5 @@ __all__ = [
     "task_finder",
     "task_info",
     "threadsafe_call_soon",
+    "uncancel_to",
 ]

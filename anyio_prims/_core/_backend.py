@@ -652,6 +652,22 @@ def asyncio_cancelling() -> int | None:
     return cancelling() if cancelling is not None else None
 
 
+def uncancel_to(count: int) -> None:
+    """Withdraw the running asyncio task's cancellation requests above
+    ``count`` (a ``cancelling()`` count that :func:`asyncio_cancelling`
+    read in this task, so 3.11+ and asyncio only).
+
+    For requests that were meant for what the task ran meanwhile and ended
+    with it: a plain ``task.cancel()`` of an executor's worker while it ran
+    a job, which cancels that job only.  The count is then what a fresh task
+    would start the next job with (``asyncio.timeout()`` and
+    ``asyncio.TaskGroup`` compare against it).
+    """
+    task: Any = _asyncio_current_task()
+    while task.cancelling() > count:
+        task.uncancel()
+
+
 def rearm_cancellation(
     exc: BaseException, cancelling_before: int | None = None
 ) -> None:

@@ -93,10 +93,12 @@ from .._core import (
     Slot,
     Unopened,
     WaitQueue,
+    asyncio_cancelling,
     budget_checkpoint,
     on_trio,
     protect_if_trio_imported,
     runs_user_code,
+    uncancel_to,
 )
 from ._handle import (
     CANCELLED,
@@ -836,6 +838,10 @@ class Executor:
         # A job runs in a frame of its own only where that frame is needed:
         # on Trio, with the library's code marked (see _run_job).
         own_frame = MARKING.done and on_trio()
+        # The task's cancellation requests before any job of this scope ran
+        # (asyncio 3.11+; None elsewhere): a stray cancellation of a job is
+        # withdrawn down to it (below).
+        cancelling = asyncio_cancelling()
         with anyio.CancelScope() as scope:
             while True:
                 budget = BUDGET
@@ -950,7 +956,12 @@ class Executor:
                             raise cancels from None
                         # Else a stray cancellation exception raised by the
                         # job itself: the job counts as cancelled (or failed),
-                        # the worker goes on.
+                        # the worker goes on.  A plain task.cancel() of this
+                        # worker that raised it was meant for the job and
+                        # ends with it: the next job starts with the count a
+                        # fresh task has (asyncio.timeout() compares to it).
+                        if cancelling is not None and cancels is not None:
+                            uncancel_to(cancelling)
                     finally:
                         del cancels, errors
                 else:

@@ -1911,6 +1911,54 @@ async def test_running_job_that_catches_its_cancel_leaves_the_worker_usable() ->
         assert await h2 == "ran"
 
 
+@pytest.mark.parametrize("how", ["task.cancel()", "its own CancelledError"])
+async def test_a_stray_cancellation_of_a_job_leaves_the_next_job_a_fresh_count(
+    anyio_backend: Any, how: str
+) -> None:
+    # A plain task.cancel() of a worker running a job cancels that job only
+    # (docs/executor.md): the next job on that worker starts with the
+    # cancelling() count a fresh task has, so asyncio.timeout() inside it
+    # still tells its own expiry (3.13: after an asyncio.TaskGroup whose
+    # child failed, it raised CancelledError, and the job counted as
+    # cancelled).
+    if anyio_backend[0] != "asyncio" or sys.version_info < (3, 11):
+        pytest.skip("asyncio's Task.cancelling(), 3.11+")
+    import asyncio
+
+    async def victim() -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        if how == "task.cancel()":
+            task.cancel()  # as a watchdog holding the task would
+            await asyncio.sleep(1)
+        else:
+            raise asyncio.CancelledError
+
+    async def child_fails() -> None:
+        raise ValueError
+
+    async def later() -> tuple[int, str]:
+        task = asyncio.current_task()
+        assert task is not None
+        count = task.cancelling()
+        with pytest.raises(ExceptionGroup):
+            async with asyncio.TaskGroup() as tg:  # type: ignore[attr-defined,unused-ignore]
+                tg.create_task(child_fails())
+        try:
+            async with asyncio.timeout(0.01):  # type: ignore[attr-defined,unused-ignore]
+                await asyncio.sleep(1)
+        except TimeoutError:
+            return count, "timed out"
+        return count, "slept"  # pragma: no cover
+
+    async with Executor(max_workers=1) as ex:
+        first = ex.spawn(victim)
+        second = ex.spawn(later)  # the same worker, after the victim
+        with pytest.raises(JobCancelled):
+            await first
+        assert await second == (0, "timed out")
+
+
 async def test_fail_fast_trigger_stays_in_the_group_when_a_later_job_fails() -> None:
     # Pins: only the first failure is the fail_fast trigger; a job failing
     # while being cancelled does not replace a retrieved trigger.
