@@ -289,8 +289,9 @@ class Executor:
         int, a float and ``None`` (a ``Fraction`` or ``Decimal`` too), or
         ``fail_fast`` not a bool
     :raises ValueError: if ``max_workers`` or ``max_queued`` is below 1,
-        ``max_per_second`` is not above 0 and finite, or ``idle_timeout`` is
-        not above 0
+        ``max_per_second`` is not above 0 and finite (or so small or large
+        that ``1 / max_per_second`` or itself is no finite float), or
+        ``idle_timeout`` is not above 0
 
     Use as ``async with Executor() as ex:``.  The block does not exit until
     every job has settled (finished or been cancelled); jobs may spawn jobs
@@ -347,13 +348,31 @@ class Executor:
                 raise ValueError(
                     f"max_per_second must be > 0 and finite, got {max_per_second}"
                 )
+            # The limiter spaces starts 1 / max_per_second seconds apart: a
+            # float, finite (a rate below about 1e-308 would make it inf,
+            # and the second job would wait for good).
+            try:
+                interval = 1.0 / float(max_per_second)
+            except OverflowError:  # an int past the largest float
+                raise ValueError("max_per_second must fit in a float") from None
+            if interval == math.inf:
+                raise ValueError(
+                    "max_per_second must be large enough for 1 / max_per_second"
+                    f" to be a finite float, got {max_per_second}"
+                )
             limiter = RateLimiter(max_per_second)
         if idle_timeout is not None:
             idle_timeout = _check_number(idle_timeout, "idle_timeout")
             if not idle_timeout > 0:  # also NaN
                 raise ValueError(f"idle_timeout must be > 0, got {idle_timeout}")
-            # math.inf: never, so no sweeper.
-            idle_timeout = None if idle_timeout == math.inf else float(idle_timeout)
+            # math.inf, or an int past the largest float: never, so no
+            # sweeper.
+            try:
+                idle_timeout = float(idle_timeout)
+            except OverflowError:
+                idle_timeout = math.inf
+            if idle_timeout == math.inf:
+                idle_timeout = None
         self._idle_timeout = idle_timeout
         #: The sweeper's cancel scope (idle_timeout only), once it runs.
         self._sweeper: anyio.CancelScope | None = None

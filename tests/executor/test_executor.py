@@ -1264,6 +1264,10 @@ async def test_cancelling_a_queued_job_admits_a_waiting_submitter() -> None:
         ({"max_per_second": math.inf}, ValueError, "max_per_second"),
         ({"max_per_second": "1"}, TypeError, "max_per_second"),
         ({"max_per_second": Fraction(1, 2)}, TypeError, "max_per_second"),
+        # past the largest float (it raised OverflowError, naming nothing)
+        ({"max_per_second": 10**400}, ValueError, "max_per_second"),
+        # 1 / max_per_second is inf: the second job would wait for good
+        ({"max_per_second": 1e-320}, ValueError, "max_per_second"),
         ({"idle_timeout": Decimal("0.5")}, TypeError, "idle_timeout"),
     ],
 )

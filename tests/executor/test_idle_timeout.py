@@ -123,15 +123,16 @@ async def test_idle_timeout_inf_keeps_idle_workers_and_runs_no_sweeper() -> None
     # math.inf is the default's twin: no task of the executor's own beside
     # its workers (a finite idle_timeout adds the one sweeper).
     tasks = []
-    for idle_timeout in (None, math.inf, 60):
+    # An int past the largest float is never too (it raised OverflowError).
+    for idle_timeout in (None, math.inf, 10**400, 60):
         async with Executor(idle_timeout=idle_timeout) as ex:
             release = await _blocked_jobs(ex, 2)
             release.set()
             await anyio.sleep(0.05)
             assert ex.statistics().idle_workers == 2
             tasks.append(len(anyio.get_running_tasks()))
-    assert tasks[1] == tasks[0]
-    assert tasks[2] == tasks[0] + 1
+    assert tasks[1] == tasks[2] == tasks[0]
+    assert tasks[3] == tasks[0] + 1
 
 
 async def test_jobs_spawned_as_idle_workers_time_out_each_run_once() -> None:
