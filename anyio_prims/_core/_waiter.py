@@ -685,11 +685,12 @@ class WaitQueue(Parking[P]):
         """
         q = self.parked
         while q:
-            waiter = q[0]
+            waiter = q.popleft()
             if waiter.state is not PENDING:
-                self._drop_head()
+                # ABANDONED, and counted in ``_dead`` (_drop_head() inlined:
+                # a PENDING waiter whose task was cancelled is met below).
+                self._dead -= 1
                 continue
-            q.popleft()
             # try_grant() written out for the two native kinds: one Python
             # call less on every handoff.  Keep in step with try_grant().
             if type(waiter) is AsyncioWaiter:

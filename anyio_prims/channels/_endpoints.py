@@ -370,7 +370,12 @@ class ReceiveEndpoint(_Endpoint, ObjectReceiveStream[T_co], Generic[T_co]):
         waiter = waiters.enqueue(self)
         state.send_limit = 0  # a receiver is parked: sends go to it
         if (
-            (len(buffer) > len(state.in_flight) or not state.senders or self._closed)
+            # (an empty buffer, the usual case here, skips the two len())
+            (
+                (buffer and len(buffer) > len(state.in_flight))
+                or not state.senders
+                or self._closed
+            )
             and waiter.state is PENDING
             and self._unpark(state, waiters, waiter)
         ):
@@ -423,8 +428,9 @@ class ReceiveEndpoint(_Endpoint, ObjectReceiveStream[T_co], Generic[T_co]):
                     # open: the receivers that waited for it get the end of
                     # the stream (I4).
                     state.end_of_stream()
-        # Recycle the waiter (see _core/_waiter.py).
-        waiter.payload = waiter.value = None
+        # Recycle the waiter (see _core/_waiter.py); its value is None (a
+        # receiver's grant leaves it None), as in send().
+        waiter.payload = None
         waiters._spare = waiter
         return item
 
