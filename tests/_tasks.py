@@ -205,6 +205,32 @@ async def assert_schedule_point(
     return result
 
 
+async def assert_no_schedule_point(
+    backend_name: str, call: Callable[[], Awaitable[Any]]
+) -> Any:
+    """Await ``call()`` and fail if it was a schedule point.
+
+    On Trio, ``trio.testing.assert_no_checkpoints``; on asyncio, a task
+    started just before the call must not have run by the time it returns.
+    """
+    if backend_name == "trio":
+        import trio.testing
+
+        with trio.testing.assert_no_checkpoints():
+            return await call()
+    ran = False
+
+    async def other() -> None:
+        nonlocal ran
+        ran = True
+
+    task = asyncio.ensure_future(other())
+    result = await call()
+    assert not ran, "the call let another task run"
+    await task
+    return result
+
+
 def cancel_as_slot_sleep_ends(
     monkeypatch: pytest.MonkeyPatch, nth: int, cancel: Callable[[], bool]
 ) -> Callable[[], int]:

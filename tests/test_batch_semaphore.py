@@ -22,10 +22,10 @@ import anyio.lowlevel
 import pytest
 
 from anyio_prims import BatchSemaphore, BatchSemaphoreStatistics, Event
-from anyio_prims._core import BUDGET, FORCE_GENERIC
+from anyio_prims._core import BUDGET, BUDGET_SIZE, FORCE_GENERIC
 from anyio_prims.sync._batch_semaphore import fair_semaphore
 
-from ._tasks import Call, assert_schedule_point, settle
+from ._tasks import Call, assert_no_schedule_point, assert_schedule_point, settle
 
 pytestmark = pytest.mark.anyio
 
@@ -909,3 +909,108 @@ async def test_a_release_inside_a_release_grants_no_more_permits_than_exist(
         # (uvloop's wake-up allocates no Python object on some versions:
         # there the collector is never set off inside it.)
         assert rounds_inside > 0, "no round ran the finalizer inside the release"
+
+
+# -- found by mutation testing: behaviours no test pinned -------------------
+
+
+async def test_hold_without_a_count_holds_one_permit() -> None:
+    sem = BatchSemaphore(3)
+    async with sem.hold():
+        assert sem.available_permits == 2
+    assert sem.available_permits == 3
+
+
+@pytest.mark.parametrize("n", [1.0, "1", True], ids=["float", "str", "bool"])
+async def test_a_strict_acquire_of_a_non_int_raises_type_error_naming_n(n: Any) -> None:
+    sem = BatchSemaphore(2, strict=True)
+    with pytest.raises(TypeError, match=r"^n "):
+        await sem.acquire(n)
+    assert sem.available_permits == 2
+
+
+@pytest.mark.parametrize("n", [0, -1])
+async def test_a_strict_acquire_of_fewer_than_one_raises_before_its_checkpoint(
+    n: int,
+) -> None:
+    # Bad input is refused before the checkpoint a strict call takes: in a
+    # cancelled scope it is the ValueError, not the cancellation.
+    sem = BatchSemaphore(1, strict=True)
+    with anyio.CancelScope() as scope:
+        scope.cancel()
+        with pytest.raises(ValueError, match=r"^n "):
+            await sem.acquire(n)
+    assert not scope.cancelled_caught
+    assert sem.available_permits == 1
+
+
+class _Count(enum.IntEnum):
+    TWO = 2
+
+
+@pytest.mark.parametrize("fair", [True, False], ids=["fair", "not_fair"])
+@pytest.mark.parametrize("n", [2, _Count.TWO], ids=["int", "IntEnum"])
+async def test_a_budgeted_acquire_of_every_available_permit_is_no_schedule_point(
+    anyio_backend_name: str, n: int, fair: bool
+) -> None:
+    # Taking exactly what is free takes it at once, as taking less does:
+    # no park granted by its own recheck (a sleep on Trio, a checkpoint with
+    # the generic waiter), and so no cancellation in a cancelled scope.
+    sem = BatchSemaphore(2, fair=fair)
+    BUDGET.left = BUDGET_SIZE  # no checkpoint due
+    await assert_no_schedule_point(anyio_backend_name, lambda: sem.acquire(n))
+    assert sem.available_permits == 0
+    assert sem.statistics().tasks_waiting == 0
+    sem.release(2)
+    BUDGET.left = BUDGET_SIZE
+    with anyio.CancelScope() as scope:
+        scope.cancel()
+        await sem.acquire(n)
+    assert not scope.cancelled_caught
+    assert sem.available_permits == 0
+
+
+async def test_an_acquire_past_a_just_cancelled_head_spends_one_unit_of_the_budget(
+    anyio_backend_name: str,
+) -> None:
+    # Fair, the free permit counts a queued head whose task was just
+    # cancelled (asyncio: cancelled, not run yet): the acquire parks and its
+    # own recheck grants it at once, without a schedule point.  Its budget
+    # goes on as for any call that did not block: the checkpoint comes when
+    # the budget is spent, not one call early, and not never.
+    if anyio_backend_name != "asyncio" or FORCE_GENERIC:
+        pytest.skip("asyncio waiters only: a cancelled task stays queued until it runs")
+    sem = BatchSemaphore(1)
+    other = BatchSemaphore(1)
+    async with anyio.create_task_group() as tg:
+        large = Call(lambda: sem.acquire(2), "asyncio_task_cancel").start(tg)
+        await settle()
+        large.cancel()
+        BUDGET.left = 2  # this call leaves one unit: no checkpoint due
+        await assert_no_schedule_point(anyio_backend_name, sem.acquire)
+        assert sem.available_permits == 0
+        # the next call spends the last unit: its checkpoint is due
+        await assert_schedule_point(anyio_backend_name, other.acquire)
+        await settle()
+        assert large.outcome == "cancelled"
+
+
+async def test_release_to_a_fitting_head_just_cancelled_grants_the_next_waiter(
+    anyio_backend_name: str,
+) -> None:
+    if anyio_backend_name != "asyncio" or FORCE_GENERIC:
+        pytest.skip("asyncio waiters only: they see a cancelled wait at once")
+    sem = BatchSemaphore(0)
+    async with anyio.create_task_group() as tg:
+        head = Call(lambda: sem.acquire(2), "asyncio_task_cancel").start(tg)
+        await settle()
+        behind = Call(lambda: sem.acquire(1)).start(tg)
+        await settle()
+        head.cancel()
+        sem.release(2)  # fits the head, whose wait is cancelled: passed over
+        assert sem.available_permits == 1  # one granted to ``behind`` at once
+        await settle()
+        assert head.outcome == "cancelled"
+        assert behind.outcome == "returned"
+    assert sem.available_permits == 1
+    assert sem.statistics().tasks_waiting == 0
