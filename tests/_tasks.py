@@ -180,17 +180,23 @@ class Call:
 
 
 async def assert_schedule_point(
-    backend_name: str, call: Callable[[], Awaitable[Any]]
+    backend_name: str, call: Callable[[], Awaitable[Any]], expected: bool = True
 ) -> Any:
-    """Await ``call()`` and fail unless it was a schedule point.
+    """Await ``call()`` and fail unless it was a schedule point (or, with
+    ``expected=False``, if it was one).
 
-    On Trio, ``trio.testing.assert_checkpoints``; on asyncio, a task started
-    just before the call must have run by the time it returns.
+    On Trio, ``trio.testing.assert_checkpoints`` (``assert_no_checkpoints``);
+    on asyncio, a task started just before the call must have run (must not
+    have run) by the time it returns.
     """
     if backend_name == "trio":
         import trio.testing
 
-        with trio.testing.assert_checkpoints():
+        with (
+            trio.testing.assert_checkpoints()
+            if expected
+            else trio.testing.assert_no_checkpoints()
+        ):
             return await call()
     ran = False
 
@@ -200,7 +206,11 @@ async def assert_schedule_point(
 
     task = asyncio.ensure_future(other())
     result = await call()
-    assert ran, "the call returned without a schedule point"
+    assert ran is expected, (
+        "the call returned without a schedule point"
+        if expected
+        else "the call let another task run"
+    )
     await task
     return result
 
@@ -208,27 +218,8 @@ async def assert_schedule_point(
 async def assert_no_schedule_point(
     backend_name: str, call: Callable[[], Awaitable[Any]]
 ) -> Any:
-    """Await ``call()`` and fail if it was a schedule point.
-
-    On Trio, ``trio.testing.assert_no_checkpoints``; on asyncio, a task
-    started just before the call must not have run by the time it returns.
-    """
-    if backend_name == "trio":
-        import trio.testing
-
-        with trio.testing.assert_no_checkpoints():
-            return await call()
-    ran = False
-
-    async def other() -> None:
-        nonlocal ran
-        ran = True
-
-    task = asyncio.ensure_future(other())
-    result = await call()
-    assert not ran, "the call let another task run"
-    await task
-    return result
+    """Await ``call()`` and fail if it was a schedule point."""
+    return await assert_schedule_point(backend_name, call, expected=False)
 
 
 def cancel_as_slot_sleep_ends(
