@@ -179,8 +179,8 @@ class CapacityLimiter(CopiedWhole):
 
         As :meth:`acquire`, for any hashable ``borrower``.
 
-        :raises RuntimeError: if ``borrower`` already holds a token, or is
-            holds one (through another task's wait) when this call's turn comes
+        :raises RuntimeError: if ``borrower`` already holds a token, or holds
+            one (through another task's wait) when this call's turn comes
         """
         borrowers = self._borrowers
         if (
