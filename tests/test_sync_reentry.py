@@ -146,6 +146,36 @@ async def test_a_limiter_acquire_gets_the_token_freed_while_it_parks(
     limiter.release()
 
 
+async def test_a_limiter_acquire_granted_while_it_parks_then_cancelled_holds_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The token freed inside enqueue, before the waiter is parked, is
+    # granted to the acquire by its own look again, and the same step
+    # cancels its scope: the acquire raises at the checkpoint it then takes
+    # and gives the token back (found by mutation testing: neither was
+    # pinned).  Freed after the park, the grant would complete the call
+    # before the cancellation arrives (docs/semantics.md).
+    limiter = anyio_prims.CapacityLimiter(1)
+    other = object()
+    limiter.acquire_on_behalf_of_nowait(other)
+    returned = False
+    with anyio.CancelScope() as scope:
+
+        def release_and_cancel() -> None:
+            limiter.release_on_behalf_of(other)
+            scope.cancel()
+
+        armed = arm_inside_enqueue(monkeypatch, "before")
+        armed.append(release_and_cancel)
+        await limiter.acquire()
+        returned = True
+    assert not armed, "the action never ran: the call did not park"
+    assert not returned
+    assert scope.cancelled_caught
+    assert limiter.borrowed_tokens == 0  # given back
+    assert limiter.statistics().tasks_waiting == 0
+
+
 # A call granted by its own look again, while its task runs, did not wait:
 # it is a checkpoint as a call that found the release done before it.  Only
 # "before" (released after the waiter is parked, it was woken from a wait,

@@ -121,6 +121,29 @@ async def nested_run(trio_main: TrioMain) -> Any:
     return result
 
 
+def test_a_host_reader_releases_after_a_trio_guest_reader_rebound_the_lock(
+    host: str, task_map: str
+) -> None:
+    # A Trio guest task reads the lock an asyncio host task reads too, which
+    # points the lock's owner lookup at Trio; the host task's release must
+    # find it again, not report that it holds nothing (found by mutation
+    # testing).
+    lock = RWLock()
+
+    async def trio_main() -> None:
+        await lock.acquire_read()  # shares with the host task
+        assert lock.statistics().readers == 2
+        lock.release_read()
+
+    async def run_host() -> None:
+        await lock.acquire_read()
+        await guest_run(trio_main)
+        lock.release_read()
+        assert lock.statistics().readers == 0
+
+    run_on_host(host, run_host())
+
+
 def test_locks_hand_over_between_trio_tasks(
     run_trio: Callable[[TrioMain], Any],
 ) -> None:
