@@ -4,14 +4,11 @@ testing: at the core, and through a channel."""
 from __future__ import annotations
 
 import asyncio
-import gc
-from functools import partial
 from typing import Any
 
 import anyio
 import pytest
 
-import anyio_prims
 import anyio_prims._core as core
 from anyio_prims import mpmc, mpsc, spmc
 from anyio_prims._core import WaitQueue
@@ -185,77 +182,3 @@ def test_a_trio_waiter_settled_before_its_task_sleeps_lets_the_cancellation_wait
         return value, scope.cancelled_caught
 
     assert trio.run(main) == ("the grant", True)
-
-
-def _park_on_a_loop_then_close_it(park: Any) -> None:
-    """Park a task with ``park()`` on a new loop, then close that loop with
-    the task still parked (no asyncio.run(), which would cancel it)."""
-    loop = asyncio.new_event_loop()
-    parked: list[asyncio.Task[Any]] = []
-
-    async def main() -> None:
-        parked.append(loop.create_task(park()))
-        await asyncio.sleep(0)
-
-    loop.run_until_complete(main())
-    loop.close()
-    parked.clear()  # the task is left to the garbage collector
-
-
-@pytest.mark.parametrize(
-    "kind",
-    ["semaphore", "batch of two", "limiter", "rendezvous receive", "slot receive"],
-)
-def test_a_grant_to_a_task_of_a_closed_loop_leaves_the_primitive_consistent(
-    kind: str,
-) -> None:
-    # docs/semantics.md: a release or send from another loop that hands over
-    # to a task parked on a closed loop raises "Event loop is closed", and
-    # what it handed over is lost with that task.  The queue must not count
-    # that waiter again when the task is closed (statistics() raised
-    # ValueError: __len__() should return >= 0), nor give back a grant the
-    # raising call never recorded (with the generic waiter a channel's
-    # give_back raised ValueError in the task's finalizer), and the
-    # primitive goes on.
-    sem = anyio_prims.Semaphore(0)
-    batch = anyio_prims.BatchSemaphore(0)
-    limiter = anyio_prims.CapacityLimiter(0)
-    tx, rx = (mpmc if kind == "rendezvous receive" else mpsc).channel(0)
-    park: Any
-    hand_over: Any
-    if kind == "semaphore":
-        park, hand_over = sem.acquire, sem.release
-    elif kind == "batch of two":
-        park, hand_over = partial(batch.acquire, 2), partial(batch.release, 2)
-    elif kind == "limiter":
-        park = partial(limiter.acquire_on_behalf_of, "orphan")
-        hand_over = partial(setattr, limiter, "total_tokens", 1)
-    else:
-        park, hand_over = rx.receive, partial(tx.send_nowait, "lost")
-    _park_on_a_loop_then_close_it(park)
-
-    async def from_another_loop() -> None:
-        with pytest.raises(RuntimeError, match="Event loop is closed"):
-            hand_over()
-        gc.collect()  # closes the orphaned task, if nothing else did
-        if kind == "semaphore":
-            assert sem.statistics().tasks_waiting == 0
-            sem.release()
-            await sem.acquire()
-        elif kind == "batch of two":
-            assert batch.statistics().tasks_waiting == 0
-            batch.release(2)
-            await batch.acquire(2)
-        elif kind == "limiter":
-            # the token went with the orphaned task's borrower
-            assert limiter.statistics().tasks_waiting == 0
-            assert limiter.statistics().borrowers == ("orphan",)
-            limiter.total_tokens = 2
-            await limiter.acquire_on_behalf_of("next")
-        else:
-            assert rx.statistics().tasks_waiting_receive == 0
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(tx.send, "kept")
-                assert await rx.receive() == "kept"
-
-    asyncio.run(from_another_loop())

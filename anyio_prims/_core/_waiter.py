@@ -219,11 +219,7 @@ class AsyncioWaiter(Waiter[P]):
         # Waiter.grant with _wake inlined: this runs on every handoff.
         self.value = value
         self.state = GRANTED
-        try:
-            self._fut.set_result(None)
-        except RuntimeError:
-            _granted_on_closed_loop(self)
-            raise
+        self._fut.set_result(None)
 
     def try_grant(self, value: object = None) -> bool:
         # A cancelled future refuses its result: no separate _gone() call.
@@ -232,19 +228,12 @@ class AsyncioWaiter(Waiter[P]):
             self._fut.set_result(None)
         except InvalidStateError:
             return False
-        except RuntimeError:
-            _granted_on_closed_loop(self)
-            raise
         self.value = value
         self.state = GRANTED
         return True
 
     def _wake(self) -> None:
-        try:
-            self._fut.set_result(None)
-        except RuntimeError:
-            _granted_on_closed_loop(self)
-            raise
+        self._fut.set_result(None)
 
     def _gone(self) -> bool:
         # ``task.cancel()`` cancels the future at once; the task learns of it
@@ -333,11 +322,7 @@ class GenericWaiter(Waiter[P]):
         self._cancelling = asyncio_cancelling()
 
     def _wake(self) -> None:
-        try:
-            self._event.set()
-        except RuntimeError:  # asyncio's: as in AsyncioWaiter
-            _granted_on_closed_loop(self)
-            raise
+        self._event.set()
 
 
 def _no_loop() -> Future[Any]:  # pragma: no cover - never called
@@ -373,22 +358,6 @@ def raise_failure(waiter: Waiter[Any]) -> NoReturn:
         raise failure
     finally:
         del failure
-
-
-def _granted_on_closed_loop(waiter: Waiter[Any]) -> None:
-    """A grant's or failure's wake-up raised (asyncio's "Event loop is
-    closed": the waiter's task belongs to a loop closed while it was
-    parked).
-
-    The waiter is out of its queue already and its task will never run:
-    mark it ABANDONED (whatever state the grant gave it), so that the task,
-    if it is ever closed, neither counts it as a departure from the queue
-    nor gives back a grant whose bookkeeping the raising call never made
-    (``_interrupted``).  What the grant carried is lost with that task
-    (docs/semantics.md, Threads).
-    """
-    waiter._abandon()
-    waiter.value = None
 
 
 def _drop_unawaited(waiter: Waiter[Any]) -> None:
@@ -730,9 +699,6 @@ class WaitQueue(Parking[P]):
                 except InvalidStateError:  # its task was cancelled
                     waiter._abandon()
                     continue
-                except RuntimeError:
-                    _granted_on_closed_loop(waiter)
-                    raise
                 waiter.value = value
                 waiter.state = GRANTED
                 return waiter
@@ -943,9 +909,6 @@ class Slot(Parking[P]):
             except InvalidStateError:  # its task was cancelled
                 waiter._abandon()
                 return None
-            except RuntimeError:
-                _granted_on_closed_loop(waiter)
-                raise
             waiter.value = value
             waiter.state = GRANTED
             return waiter
