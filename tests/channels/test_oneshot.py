@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import gc
 import pickle
+import sys
 import threading
 import time
 import weakref
@@ -17,7 +18,7 @@ import anyio.lowlevel
 import pytest
 
 from anyio_prims import oneshot
-from anyio_prims._core import BUDGET_SIZE, FORCE_GENERIC, NOT_OPENED, Slot
+from anyio_prims._core import BUDGET, BUDGET_SIZE, FORCE_GENERIC, NOT_OPENED, Slot
 
 from .._waiter_count import WAITER_STATS
 from ._support import GIVE_BACK_SOURCES, SOURCES, Call, settle, source_param
@@ -212,14 +213,21 @@ async def test_a_sender_collected_as_a_receive_parks_ends_the_stream(
     assert withdrawn > 0, "no round collected the sender inside that window"
 
 
-async def test_a_strict_receive_that_finds_the_sender_gone_at_its_park_checkpoints(
-    monkeypatch: pytest.MonkeyPatch,
+@pytest.mark.parametrize(
+    ("strict", "budget_left", "checkpoints"),
+    [(True, BUDGET_SIZE, True), (False, 1, True), (False, 2, False)],
+    ids=["strict", "budgeted_last_unit", "budgeted_units_left"],
+)
+async def test_a_receive_that_finds_the_sender_gone_at_its_park_checkpoints_as_due(
+    monkeypatch: pytest.MonkeyPatch, strict: bool, budget_left: int, checkpoints: bool
 ) -> None:
     # The receive skips its checkpoint because it is about to park (parking
     # is the checkpoint); the sender's last reference goes just before the
-    # park (as a collection there drops it), so it does not park after all:
-    # it must still be a checkpoint, and raise the cancellation of its
-    # cancelled scope, not EndOfStream.
+    # park (as a collection there drops it), so it does not park after all.
+    # It must still take the checkpoint it was due: strict, always; budgeted,
+    # when it spends the last unit (then it raises the cancellation of its
+    # cancelled scope, not EndOfStream), and not before (mutation testing
+    # found the budgeted cases unpinned).
     from anyio_prims._core import threadsafe_call_soon as real
     from anyio_prims.channels import _oneshot
 
@@ -229,14 +237,20 @@ async def test_a_strict_receive_that_finds_the_sender_gone_at_its_park_checkpoin
         holder.clear()  # the sender's __del__ runs here
         return real()
 
-    tx, rx = oneshot.channel[int](strict=True)
+    tx, rx = oneshot.channel[int](strict=strict)
     holder.append(tx)
     del tx
     monkeypatch.setattr(_oneshot, "threadsafe_call_soon", dropping_the_sender)
+    ended = False
     with anyio.CancelScope() as scope:
         scope.cancel()
-        await rx.receive()
-    assert scope.cancelled_caught
+        BUDGET.left = budget_left
+        try:
+            await rx.receive()
+        except anyio.EndOfStream:
+            ended = True
+    assert scope.cancelled_caught is checkpoints
+    assert ended is not checkpoints
     assert not holder
     with pytest.raises(anyio.EndOfStream):
         await rx.receive()
@@ -566,3 +580,89 @@ async def test_a_run_of_ready_receives_checkpoints_within_the_budget() -> None:
         await settle()
         first_tx.send("go")
     assert len(got) < BUDGET_SIZE
+
+
+# -- found by mutation testing: behaviours no test pinned -------------------
+
+
+async def test_ready_receives_checkpoint_only_at_the_last_call_of_a_full_budget() -> (
+    None
+):
+    # With a cancellation pending and a full budget, BUDGET_SIZE - 1 ready
+    # receives (one oneshot each) return their item, each spending one unit,
+    # and the BUDGET_SIZE-th raises, taking nothing.
+    pairs = [oneshot.channel[int]() for _ in range(2 * BUDGET_SIZE)]
+    for i, (tx, _) in enumerate(pairs):
+        tx.send(i)
+    got: list[int] = []
+    with anyio.CancelScope() as scope:
+        scope.cancel()
+        BUDGET.left = BUDGET_SIZE
+        for _, rx in pairs:
+            got.append(await rx.receive())
+    assert scope.cancelled_caught
+    assert got == list(range(BUDGET_SIZE - 1))
+    # the cancelled call took nothing: its item is still there
+    assert pairs[BUDGET_SIZE - 1][1].receive_nowait() == BUDGET_SIZE - 1
+
+
+async def test_a_receive_that_parked_starts_a_new_budget() -> None:
+    # With the budget nearly spent before it parks, BUDGET_SIZE - 1 ready
+    # receives after it, a cancellation pending, take no checkpoint.
+    first_tx, first_rx = oneshot.channel[str]()
+    pairs = [oneshot.channel[int]() for _ in range(BUDGET_SIZE - 1)]
+    for i, (tx, _) in enumerate(pairs):
+        tx.send(i)
+    got: list[int] = []
+
+    async def consumer() -> None:
+        BUDGET.left = 2  # nearly spent
+        assert await first_rx.receive() == "go"  # parks
+        with anyio.CancelScope() as scope:
+            scope.cancel()
+            for _, rx in pairs:
+                got.append(await rx.receive())
+        assert not scope.cancelled_caught
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(consumer)
+        await settle()
+        first_tx.send("go")
+    assert got == list(range(BUDGET_SIZE - 1))
+
+
+class _Item:
+    pass
+
+
+async def test_an_item_handed_to_a_parked_receive_is_not_kept_by_the_channel() -> None:
+    tx, rx = oneshot.channel[_Item]()
+    refs: list[weakref.ref[_Item]] = []
+
+    async def consumer() -> None:
+        item = await rx.receive()  # parks: the item comes through the waiter
+        refs.append(weakref.ref(item))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(consumer)
+        await settle()
+        tx.send(_Item())
+    gc.collect()
+    assert refs[0]() is None  # rx and tx still alive here
+    assert not rx.closed
+    assert tx.sent
+
+
+def test_a_sender_made_without_a_channel_is_dropped_without_an_error() -> None:
+    # A bare oneshot.Sender() (or one whose making was interrupted) never
+    # got its channel: its finalizer must do nothing, not raise.
+    unraisable: list[object] = []
+    previous = sys.unraisablehook
+    sys.unraisablehook = unraisable.append
+    try:
+        sender = oneshot.Sender[int]()
+        del sender
+        gc.collect()
+    finally:
+        sys.unraisablehook = previous
+    assert unraisable == []
