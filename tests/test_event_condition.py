@@ -239,10 +239,29 @@ async def test_condition_takes_an_object_with_the_lock_api_as_anyio_s_does() -> 
     assert lock.calls == ["acquire", "release"] * 3
 
 
+class NotQuiteALock:
+    """The lock API's names, one of them no method (found by mutation
+    testing: only objects that lacked the API were tried)."""
+
+    async def acquire(self) -> None:  # pragma: no cover - never called
+        pass
+
+    def acquire_nowait(self) -> None:  # pragma: no cover - never called
+        pass
+
+    def release(self) -> None:  # pragma: no cover - never called
+        pass
+
+    def locked(self) -> bool:  # pragma: no cover - never called
+        return False
+
+    statistics = None
+
+
 @pytest.mark.parametrize(
     "not_a_lock",
-    [object(), asyncio.Lock(), Event()],
-    ids=["object", "asyncio.Lock", "Event"],
+    [object(), asyncio.Lock(), Event(), NotQuiteALock()],
+    ids=["object", "asyncio.Lock", "Event", "a statistics that is no method"],
 )
 def test_condition_rejects_a_non_lock(not_a_lock: object) -> None:
     expected = (
