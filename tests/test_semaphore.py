@@ -179,6 +179,37 @@ async def test_waiters_acquire_in_arrival_order() -> None:
     assert order == [0, 1, 2, 3, 4]
 
 
+async def _enter_in_one_round(tasks: int) -> tuple[list[int], list[int]]:
+    # ``tasks`` tasks, started in one scheduling round, enter ``async with
+    # sem:`` on a semaphore at 0: the order they called in, and the order
+    # they entered in.
+    sem = Semaphore(0)
+    called: list[int] = []
+    entered: list[int] = []
+
+    async def enter(i: int) -> None:
+        called.append(i)
+        async with sem:
+            entered.append(i)
+
+    async with anyio.create_task_group() as tg:
+        for i in range(tasks):
+            tg.start_soon(enter, i)
+        await settle()
+        assert sem.statistics().tasks_waiting == tasks
+        sem.release()
+    return called, entered
+
+
+async def test_async_with_serves_waiters_in_the_order_they_called() -> None:
+    # Also when they call in one scheduling round (Trio runs a round's
+    # tasks in an order of its own).  Several rounds, so a call that could
+    # fall behind a later one would show it.
+    for _ in range(20):
+        called, entered = await _enter_in_one_round(4)
+        assert entered == called
+
+
 async def test_a_release_wakes_exactly_one_waiter() -> None:
     sem = Semaphore(0)
     woken = 0

@@ -92,7 +92,8 @@ async def test_a_drop_in_semaphore_acquire_gets_the_unit_released_while_it_parks
         if form == "acquire":
             await sem.acquire()
         else:
-            async with sem:
+            async with sem as entered:
+                assert entered is sem
                 assert sem.value == 0
             await sem.acquire()  # the unit came back on leaving the block
     assert sem.value == 0
