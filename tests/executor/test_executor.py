@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextvars
 import enum
+import functools
 import gc
 import math
 import sys
@@ -1316,6 +1317,16 @@ async def test_a_plain_function_spawned_fails_its_job_with_a_type_error_naming_i
     assert isinstance(info.value.__cause__, TypeError)  # CPython's, kept
 
 
+async def test_a_plain_callable_without_a_qualname_is_named_by_its_repr() -> None:
+    # A functools.partial has no __qualname__: the message names it by repr().
+    job = functools.partial(_plain, 1)
+    async with Executor() as ex:
+        handle: JoinHandle[Any] = ex.spawn(job)  # type: ignore[arg-type]
+        with pytest.raises(TypeError) as info:
+            await handle
+    assert str(info.value).startswith(f"job {job!r} returned no awaitable: ")
+
+
 async def test_a_job_given_the_wrong_arguments_fails_with_pythons_type_error() -> None:
     # CPython's message names the function already: kept as it is.
     async with Executor() as ex:
@@ -1741,6 +1752,35 @@ async def test_fail_fast_keeps_a_retrieved_first_failure_in_the_group() -> None:
     assert isinstance(info.value.exceptions[0], First)
 
 
+async def test_fail_fast_puts_a_retrieved_trigger_before_the_errors_it_caused() -> None:
+    # Jobs the trigger cancelled fail on their way out; the trigger, which
+    # the body retrieved, still comes first in the group.
+    release = anyio.Event()
+
+    async def first() -> None:
+        await release.wait()
+        raise ValueError("trigger")
+
+    async def cleanup_fails(name: str) -> None:
+        try:
+            await sleep_forever()
+        finally:
+            raise RuntimeError(name)
+
+    with pytest.raises(ExceptionGroup) as info:  # noqa: PT012 (the block under test)
+        async with Executor(fail_fast=True) as ex:
+            ex.spawn(cleanup_fails, "cleanup 1")
+            ex.spawn(cleanup_fails, "cleanup 2")
+            handle = ex.spawn(first)
+            await settle()
+            release.set()
+            with pytest.raises(ValueError, match="trigger"):
+                await handle
+    head, *rest = [str(e) for e in info.value.exceptions]
+    assert head == "trigger"
+    assert sorted(rest) == ["cleanup 1", "cleanup 2"]
+
+
 class Boom(BaseException):
     pass
 
@@ -2094,6 +2134,31 @@ async def test_a_wait_for_a_queued_job_after_its_worker_was_cancelled_unstarted_
                 assert not guard.cancelled_caught, "the call waited for a worker"
     assert outcome in (["cancelled"], [True])
     assert first.cancelled()
+    del worker
+    gc.collect()  # the worker's coroutine, never started, warns here
+
+
+@pytest.mark.filterwarnings("ignore:coroutine 'Executor._work' was never awaited")
+async def test_a_block_cancelled_for_a_worker_cancelled_unstarted_exits_as_a_task_group(
+    anyio_backend: Any,
+) -> None:
+    # AnyIO cancels the task group when a worker task is cancelled before
+    # its first step; the body meets that cancellation, and the block
+    # swallows it and exits normally, as AnyIO's task group block does.
+    if anyio_backend[0] != "asyncio":
+        pytest.skip("asyncio's task.cancel() before the task runs")
+    import asyncio
+
+    me = asyncio.current_task()
+    with anyio.fail_after(5):  # hang guard only
+        async with Executor() as ex:
+            before = asyncio.all_tasks()
+            handle = ex.spawn(noop)
+            (worker,) = asyncio.all_tasks() - before - {me}
+            worker.cancel()  # before its first step
+            await anyio.sleep(4)
+            pytest.fail("the body was not cancelled")
+    assert handle.cancelled()
     del worker
     gc.collect()  # the worker's coroutine, never started, warns here
 

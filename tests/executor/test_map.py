@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator
 from contextlib import aclosing
 
 import anyio
@@ -107,6 +107,33 @@ async def test_map_keeps_at_most_window_jobs_in_flight() -> None:
     async with Executor() as ex:
         assert [r async for r in ex.map(job, range(30), window=5)] == list(range(30))
     assert peak <= 5
+
+
+@pytest.mark.parametrize(("max_workers", "window"), [(None, 64), (3, 3)])
+async def test_map_window_defaults_to_max_workers_or_64(
+    max_workers: int | None, window: int
+) -> None:
+    release = anyio.Event()
+    read = 0
+
+    def source() -> Iterator[int]:
+        nonlocal read
+        for x in range(100):
+            read += 1
+            yield x
+
+    async def job(x: int) -> int:
+        await release.wait()
+        return x
+
+    async with Executor(max_workers) as ex:
+        results = ex.map(job, source())
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(results.__anext__)
+            await settle()
+            assert read == window  # the first result waits: none read since
+            release.set()
+        assert [r async for r in results] == list(range(1, 100))
 
 
 async def test_closing_map_cancels_jobs_in_flight_and_stops_reading() -> None:
