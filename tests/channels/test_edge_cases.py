@@ -14,8 +14,10 @@ import anyio.lowlevel
 import pytest
 
 from anyio_prims import mpsc, oneshot, spmc
+from anyio_prims._core import BUDGET, BUDGET_SIZE
 from anyio_prims.streams import create_memory_object_stream
 
+from .._tasks import assert_no_schedule_point
 from .._waiter_count import WAITER_STATS
 from ._support import (
     CHANNELS,
@@ -197,6 +199,40 @@ async def test_a_strict_send_on_a_busy_spmc_sender_checkpoints_first() -> None:
         assert rx.receive_nowait() == "x"
         await settle()
     assert first.outcome == "returned"
+
+
+async def test_a_strict_receive_on_a_busy_mpsc_receiver_checkpoints_first() -> None:
+    # The same for a receive that raises BusyResourceError.
+    tx, rx = mpsc.channel[str](0, strict=True)
+    async with anyio.create_task_group() as tg:
+        first = Call(rx.receive).start(tg)
+        await settle()
+        with anyio.CancelScope() as scope:
+            scope.cancel()
+            await rx.receive()
+        assert scope.cancelled_caught
+        with pytest.raises(anyio.BusyResourceError):
+            await rx.receive()
+        tx.send_nowait("x")
+        await settle()
+    assert first.result == "x"
+
+
+async def test_a_receive_at_the_end_of_the_stream_raises_without_a_schedule_point(
+    flavour: str, anyio_backend_name: str
+) -> None:
+    # Every sender is closed and nothing is buffered: the receive does not
+    # block, so on a channel that is not strict it raises EndOfStream
+    # without a schedule point while no budget checkpoint is due.
+    tx, rx = CHANNELS[flavour](1)
+    tx.close()
+
+    async def receive() -> None:
+        with pytest.raises(anyio.EndOfStream):
+            await rx.receive()
+
+    BUDGET.left = BUDGET_SIZE
+    await assert_no_schedule_point(anyio_backend_name, receive)
 
 
 async def test_a_strict_receive_waiting_for_an_in_flight_item_parks_at_once(
