@@ -787,3 +787,28 @@ async def test_a_busy_worker_keeps_no_result_of_its_previous_job() -> None:
         gc.collect()
         assert ref() is None
         second.cancel()
+
+
+async def test_a_park_failed_by_the_other_side_leaves_no_reference_cycle() -> None:
+    # park() raises the failure it was woken with; neither its frame (kept
+    # by the traceback) nor anything else may keep the exception, which
+    # would make a cycle through that traceback.
+    q: WaitQueue[str] = WaitQueue()
+
+    async def failed_park() -> None:
+        async def park() -> None:
+            with pytest.raises(anyio.ClosedResourceError):
+                await q.park("p")
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(park)
+            await settle()
+            waiter = q.pop()
+            assert waiter is not None
+            waiter.fail(anyio.ClosedResourceError())
+
+    await failed_park()  # warm-up: first-use caches are not garbage
+    with library_cycles() as cycles:
+        for _ in range(5):
+            await failed_park()
+    assert cycles == []

@@ -22,10 +22,11 @@ import pytest
 import anyio_prims
 import anyio_prims._core as core
 from anyio_prims import BatchSemaphore
-from anyio_prims._core import Slot, WaitQueue
+from anyio_prims._core import NOT_OPENED, WITHDRAWN, Slot, WaitQueue
 from anyio_prims._core._waiter import (
     ABANDONED,
     GRANTED,
+    PENDING,
     AsyncioWaiter,
     GenericWaiter,
     Waiter,
@@ -1248,3 +1249,205 @@ async def test_a_cancelled_waiter_is_never_reused(native_only: None) -> None:
             assert waiter is not None
             waiter.grant("ok")
     assert results == {"next": "ok"}
+
+
+# -- found by mutation testing of _core/_waiter.py ----------------------------
+
+
+def _structure(kind: str) -> WaitQueue[str] | Slot[str]:
+    return WaitQueue() if kind == "queue" else Slot()
+
+
+@pytest.mark.parametrize("kind", ["queue", "slot"])
+async def test_a_recheck_that_finds_no_reason_to_wait_withdraws_the_parked_waiter(
+    kind: str,
+) -> None:
+    # park() calls recheck once its waiter is parked and pending; True makes
+    # it withdraw the waiter and return WITHDRAWN without sleeping, leaving
+    # nobody waiting.  The structure serves the next wait as usual.
+    structure = _structure(kind)
+    seen: list[tuple[int, bool, bool]] = []
+
+    def recheck(waiter: Waiter[str]) -> bool:
+        seen.append((waiter.state, bool(structure), waiter.payload == "p"))
+        return True
+
+    with anyio.fail_after(5):  # it must not sleep at all
+        assert await structure.park("p", recheck=recheck) is WITHDRAWN
+    assert seen == [(PENDING, True, True)]
+    assert not structure
+    assert structure.pop() is None
+    results: list[object] = []
+
+    async def park() -> None:
+        results.append(await structure.park("next"))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(park)
+        await settle()
+        waiter = structure.pop()
+        assert waiter is not None
+        assert waiter.payload == "next"
+        waiter.grant("granted")
+    assert results == ["granted"]
+
+
+@pytest.mark.parametrize("kind", ["queue", "slot"])
+async def test_a_recheck_that_finds_a_reason_to_wait_parks_the_task(
+    kind: str,
+) -> None:
+    structure = _structure(kind)
+    calls: list[Waiter[str]] = []
+    results: list[Any] = []
+
+    def recheck(waiter: Waiter[str]) -> bool:
+        calls.append(waiter)
+        return False
+
+    async def park() -> None:
+        results.append(await structure.park("p", recheck=recheck))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(park)
+        await settle()
+        assert len(calls) == 1
+        assert structure
+        waiter = structure.pop()
+        assert waiter is calls[0]
+        waiter.grant("granted")
+    assert results == ["granted"]
+
+
+@pytest.mark.parametrize("kind", ["queue", "slot"])
+def test_a_structure_moved_to_another_backend_serves_a_wait_after_a_cancelled_one(
+    kind: str,
+) -> None:
+    # The first wait on a backend new to the structure is cancelled, so the
+    # waiter the last run left for reuse (of the other backend's kind) is
+    # still there when the next wait takes the fast path: that wait must
+    # get a waiter of its own backend, park and be woken.
+    structure = _structure(kind)
+    results: list[object] = []
+
+    async def main() -> None:
+        with anyio.CancelScope() as scope:
+
+            async def cancel_when_parked() -> None:
+                await settle()
+                assert structure
+                scope.cancel()
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(cancel_when_parked)
+                await structure.park("cancelled")
+        assert scope.cancelled_caught
+        assert not structure
+        async with anyio.create_task_group() as tg:
+
+            async def park() -> None:
+                results.append(await structure.park("granted"))
+
+            tg.start_soon(park)
+            await settle()
+            waiter = structure.pop()
+            assert waiter is not None
+            assert waiter.payload == "granted"
+            waiter.grant(len(results))
+
+    runs = run_on_every_backend_in_turn(main)
+    assert results == list(range(len(runs)))
+
+
+@pytest.mark.parametrize("kind", ["queue", "slot"])
+@pytest.mark.parametrize(
+    "duplicate",
+    [copy.copy, copy.deepcopy, lambda obj: pickle.loads(pickle.dumps(obj))],
+    ids=["copy", "deepcopy", "pickle"],
+)
+async def test_a_copy_of_an_idle_structure_counts_the_tasks_that_park_on_it(
+    kind: str, duplicate: Callable[[Any], Any]
+) -> None:
+    # A copy of an idle structure is an empty one that starts counting
+    # afresh: a task parked on it is one live waiter, served as usual.
+    original = _structure(kind)
+    dup: WaitQueue[str] | Slot[str] = duplicate(original)
+    results: list[object] = []
+
+    async def park() -> None:
+        results.append(await dup.park("p"))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(park)
+        await settle()
+        assert dup
+        if isinstance(dup, WaitQueue):
+            assert len(dup) == 1
+            assert [w.payload for w in dup] == ["p"]
+        waiter = dup.grant_head("granted")
+        assert waiter is not None
+        assert waiter.payload == "p"
+        assert not dup
+    assert results == ["granted"]
+    assert not original
+
+
+async def test_the_unopened_stand_in_takes_nothing_and_copies_as_itself() -> None:
+    # take_where() on the stand-in reads as on an empty queue (an empty
+    # list, fits never called); copied or pickled, it stays the one
+    # stand-in every primitive shares.
+    asked: list[object] = []
+
+    def fits(waiter: Waiter[Any]) -> bool:
+        asked.append(waiter)
+        return True
+
+    assert NOT_OPENED.take_where(fits) == []
+    assert asked == []
+    assert list(NOT_OPENED) == []
+    assert not NOT_OPENED.has_live()
+    assert copy.copy(NOT_OPENED) is NOT_OPENED
+    assert copy.deepcopy(NOT_OPENED) is NOT_OPENED
+    assert pickle.loads(pickle.dumps(NOT_OPENED)) is NOT_OPENED
+
+
+@pytest.mark.parametrize("kind", ["queue", "slot"])
+async def test_try_grant_of_a_live_parked_waiter_grants_it_its_value(kind: str) -> None:
+    # try_grant() on a popped waiter whose task still waits: True, the
+    # waiter is GRANTED and its task wakes with the value (BatchSemaphore's
+    # release grants this way).
+    structure = _structure(kind)
+    results: list[object] = []
+
+    async def park() -> None:
+        results.append(await structure.park("p"))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(park)
+        await settle()
+        waiter = structure.pop()
+        assert waiter is not None
+        assert waiter.try_grant("value") is True
+        assert waiter.state == GRANTED
+    assert results == ["value"]
+
+
+@pytest.mark.parametrize("kind", ["queue", "slot"])
+async def test_grant_head_marks_the_waiter_it_grants_granted(kind: str) -> None:
+    # PENDING --grant()--> GRANTED: grant_head() is pop() then grant() in one
+    # call, and the waiter it returns is GRANTED, its task woken with the
+    # value.
+    structure = _structure(kind)
+    results: list[object] = []
+
+    async def park() -> None:
+        results.append(await structure.park("p"))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(park)
+        await settle()
+        waiter = structure.grant_head("value")
+        assert waiter is not None
+        assert waiter.state == GRANTED
+        assert waiter.value == "value"
+        assert not structure
+    assert results == ["value"]
