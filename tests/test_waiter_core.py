@@ -1258,6 +1258,24 @@ def _structure(kind: str) -> WaitQueue[str] | Slot[str]:
     return WaitQueue() if kind == "queue" else Slot()
 
 
+async def _serve_one_park(
+    structure: WaitQueue[str] | Slot[str],
+    serve: Callable[[WaitQueue[str] | Slot[str]], object],
+) -> list[object]:
+    """Park a task on ``structure`` with payload "p", call ``serve`` once it
+    is parked, and return what its park returned."""
+    results: list[object] = []
+
+    async def park() -> None:
+        results.append(await structure.park("p"))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(park)
+        await settle()
+        serve(structure)
+    return results
+
+
 @pytest.mark.parametrize("kind", ["queue", "slot"])
 async def test_a_recheck_that_finds_no_reason_to_wait_withdraws_the_parked_waiter(
     kind: str,
@@ -1277,19 +1295,14 @@ async def test_a_recheck_that_finds_no_reason_to_wait_withdraws_the_parked_waite
     assert seen == [(PENDING, True, True)]
     assert not structure
     assert structure.pop() is None
-    results: list[object] = []
 
-    async def park() -> None:
-        results.append(await structure.park("next"))
-
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(park)
-        await settle()
+    def serve(structure: WaitQueue[str] | Slot[str]) -> None:
         waiter = structure.pop()
         assert waiter is not None
-        assert waiter.payload == "next"
+        assert waiter.payload == "p"
         waiter.grant("granted")
-    assert results == ["granted"]
+
+    assert await _serve_one_park(structure, serve) == ["granted"]
 
 
 @pytest.mark.parametrize("kind", ["queue", "slot"])
@@ -1370,15 +1383,8 @@ async def test_a_copy_of_an_idle_structure_counts_the_tasks_that_park_on_it(
     # A copy of an idle structure is an empty one that starts counting
     # afresh: a task parked on it is one live waiter, served as usual.
     original = _structure(kind)
-    dup: WaitQueue[str] | Slot[str] = duplicate(original)
-    results: list[object] = []
 
-    async def park() -> None:
-        results.append(await dup.park("p"))
-
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(park)
-        await settle()
+    def serve(dup: WaitQueue[str] | Slot[str]) -> None:
         assert dup
         if isinstance(dup, WaitQueue):
             assert len(dup) == 1
@@ -1387,7 +1393,8 @@ async def test_a_copy_of_an_idle_structure_counts_the_tasks_that_park_on_it(
         assert waiter is not None
         assert waiter.payload == "p"
         assert not dup
-    assert results == ["granted"]
+
+    assert await _serve_one_park(duplicate(original), serve) == ["granted"]
     assert not original
 
 
@@ -1416,19 +1423,14 @@ async def test_try_grant_of_a_live_parked_waiter_grants_it_its_value(kind: str) 
     # waiter is GRANTED and its task wakes with the value (BatchSemaphore's
     # release grants this way).
     structure = _structure(kind)
-    results: list[object] = []
 
-    async def park() -> None:
-        results.append(await structure.park("p"))
-
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(park)
-        await settle()
+    def serve(structure: WaitQueue[str] | Slot[str]) -> None:
         waiter = structure.pop()
         assert waiter is not None
         assert waiter.try_grant("value") is True
         assert waiter.state == GRANTED
-    assert results == ["value"]
+
+    assert await _serve_one_park(structure, serve) == ["value"]
 
 
 @pytest.mark.parametrize("kind", ["queue", "slot"])
@@ -1437,17 +1439,12 @@ async def test_grant_head_marks_the_waiter_it_grants_granted(kind: str) -> None:
     # call, and the waiter it returns is GRANTED, its task woken with the
     # value.
     structure = _structure(kind)
-    results: list[object] = []
 
-    async def park() -> None:
-        results.append(await structure.park("p"))
-
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(park)
-        await settle()
+    def serve(structure: WaitQueue[str] | Slot[str]) -> None:
         waiter = structure.grant_head("value")
         assert waiter is not None
         assert waiter.state == GRANTED
         assert waiter.value == "value"
         assert not structure
-    assert results == ["value"]
+
+    assert await _serve_one_park(structure, serve) == ["value"]
