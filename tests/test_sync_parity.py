@@ -542,10 +542,12 @@ async def test_a_cancelled_acquire_matches_anyio_on_trio(
 async def test_every_uncontended_acquire_cancelled_at_its_checkpoint_behaves_alike(
     kind: str, anyio_backend_name: str
 ) -> None:
-    # On Trio, as AnyIO's, the acquire returns holding the primitive and
-    # the next checkpoint raises; elsewhere the acquire raises and holds
-    # nothing (docs/migrate-anyio.md).  Every time, not only until the
-    # checkpoint budget runs out: these drop-ins keep AnyIO's checkpoints.
+    # On Trio the scope is cancelled during the acquire's checkpoint and,
+    # as AnyIO's, the acquire returns holding the primitive and the next
+    # checkpoint raises; elsewhere the scope is cancelled before the call,
+    # and the acquire raises at its checkpoint and holds nothing
+    # (docs/migrate-anyio.md).  Every time, not only until the checkpoint
+    # budget runs out: these drop-ins keep AnyIO's checkpoints.
     prim: Any = _acquirable(OURS, kind)
     for _ in range(2 * BUDGET_SIZE + 1):
         held = False

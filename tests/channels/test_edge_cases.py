@@ -218,7 +218,7 @@ async def test_a_strict_receive_on_a_busy_mpsc_receiver_checkpoints_first() -> N
     assert first.result == "x"
 
 
-async def test_a_receive_at_the_end_of_the_stream_raises_without_a_schedule_point(
+async def test_a_budgeted_receive_at_the_end_of_the_stream_is_no_schedule_point(
     flavour: str, anyio_backend_name: str
 ) -> None:
     # Every sender is closed and nothing is buffered: the receive does not

@@ -131,7 +131,8 @@ async def test_map_window_defaults_to_max_workers_or_64(
         async with anyio.create_task_group() as tg:
             tg.start_soon(results.__anext__)
             await settle()
-            assert read == window  # the first result waits: none read since
+            # window jobs in flight, the first not done: nothing read beyond
+            assert read == window
             release.set()
         assert [r async for r in results] == list(range(1, 100))
 
