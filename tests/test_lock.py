@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from functools import partial
+from types import SimpleNamespace
 
 import anyio
 import anyio.from_thread
@@ -13,7 +14,7 @@ import anyio.lowlevel
 import anyio.to_thread
 import pytest
 
-from anyio_prims._core import BUDGET, BUDGET_SIZE, WaitQueue
+from anyio_prims._core import BUDGET, BUDGET_SIZE, WaitQueue, _backend
 from anyio_prims.sync._lock import Lock
 
 from ._sync_support import (
@@ -512,3 +513,23 @@ async def test_release_from_a_loop_callback_says_no_task_runs_there(
     ]
     assert lock.locked()
     lock.release()
+
+
+def test_the_error_outside_a_loop_is_sniffio_s_to_anyio_4_11_then_anyio_s() -> None:
+    # AnyIO 4.11 defines NoEventLoopError (for anyio.from_thread) but its
+    # primitives raise sniffio's error outside a loop; 4.12 raises its own
+    # there and added get_available_backends().  Present the library with
+    # AnyIO 4.11's names, then with 4.12's, and ask which error it raises.
+    sniffio = pytest.importorskip("sniffio")
+
+    class NoEventLoopError(RuntimeError):
+        pass
+
+    anyio_4_11 = SimpleNamespace(NoEventLoopError=NoEventLoopError)
+    assert (
+        _backend._no_event_loop_error(anyio_4_11) is sniffio.AsyncLibraryNotFoundError
+    )
+    anyio_4_12 = SimpleNamespace(
+        NoEventLoopError=NoEventLoopError, get_available_backends=lambda: ()
+    )
+    assert _backend._no_event_loop_error(anyio_4_12) is NoEventLoopError

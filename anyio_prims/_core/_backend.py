@@ -330,18 +330,25 @@ _GENERIC_TRIO_TAKE_CHECKPOINTS: Final = (
 _OTHER_TAKE_CHECKPOINTS: Final = (None, checkpoint)
 
 
-def _no_event_loop_error() -> type[RuntimeError]:
+def _no_event_loop_error(namespace: Any = anyio) -> type[RuntimeError]:
     """What AnyIO raises where a call needs an event loop and none runs:
-    ``anyio.NoEventLoopError`` where AnyIO defines it, else (older AnyIO)
-    sniffio's ``AsyncLibraryNotFoundError``; both are RuntimeErrors."""
-    found: type[RuntimeError] | None = getattr(anyio, "NoEventLoopError", None)
-    if found is not None:
+    ``anyio.NoEventLoopError`` from AnyIO 4.12, else sniffio's
+    ``AsyncLibraryNotFoundError``; both are RuntimeErrors.
+
+    AnyIO 4.11 defines ``NoEventLoopError`` but raises it from
+    ``anyio.from_thread`` only; its primitives still raise sniffio's error.
+    4.12 raises its own error there and added ``get_available_backends()``
+    in the same release: that public name tells the two apart.
+    ``namespace`` stands for the ``anyio`` module (a test presents 4.11's).
+    """
+    found: type[RuntimeError] | None = getattr(namespace, "NoEventLoopError", None)
+    if found is not None and hasattr(namespace, "get_available_backends"):
         return found
-    try:  # pragma: no cover - AnyIO before NoEventLoopError depends on sniffio
+    try:  # AnyIO before 4.12 depends on sniffio
         from sniffio import AsyncLibraryNotFoundError
     except ImportError:  # pragma: no cover
         return RuntimeError
-    return AsyncLibraryNotFoundError  # pragma: no cover
+    return AsyncLibraryNotFoundError
 
 
 #: Raised, as AnyIO's classes raise it, by a call that needs the running
