@@ -135,32 +135,44 @@ def tests_floor(session: nox.Session) -> None:
 
 #: The newest AnyIO minor release (4.x); raise it with each new one.
 ANYIO_NEWEST_MINOR = 16
-#: The AnyIO minor releases ``tests_anyio_releases`` tests against, from the
-#: floor pyproject.toml names to the newest: the floor and the newest are
-#: tested by every CI run, the releases between them only by this session.
-ANYIO_RELEASES = [
-    f"4.{minor}"
-    for floor in _floor_pins()
-    if floor.startswith("anyio==4.")
-    for minor in range(int(floor.split(".")[1]), ANYIO_NEWEST_MINOR + 1)
-]
-#: AnyIO releases whose pytest plugin imports ``CallSpec2``, a name pytest 9
-#: deprecated: the suite makes warnings errors, so under pytest 9 the plugin
-#: fails to load.  Their runs keep pytest 8.
-ANYIO_PLUGIN_NEEDS_PYTEST_8 = {"4.13", "4.14"}
+
+
+def _anyio_releases() -> list[str]:
+    """The AnyIO releases ``tests_anyio_releases`` tests against: each minor
+    release from the floor pyproject.toml names to the newest (its newest
+    patch), and 4.12.0, the one patch release that raises differently from
+    the newest patch of its minor (``anyio_prims/_core/_backend.py``,
+    ``_no_event_loop_error``).  CI tests only the floor and the newest."""
+    floors = [pin for pin in _floor_pins() if pin.startswith("anyio==")]
+    match = re.fullmatch(r"anyio==4\.(\d+)(?:\.\d+)?", floors[0]) if floors else None
+    if match is None:
+        raise RuntimeError(
+            f"noxfile.py: no anyio 4.x floor in pyproject.toml ({floors}): "
+            "update _anyio_releases()"
+        )
+    minors = range(int(match[1]), ANYIO_NEWEST_MINOR + 1)
+    return [f"4.{minor}" for minor in minors] + ["4.12.0"]
+
+
+ANYIO_RELEASES = _anyio_releases()
+#: AnyIO releases whose pytest plugin imports ``CallSpec2``, a name pytest
+#: 9.2 deprecated: the suite makes warnings errors, so under pytest 9.2 the
+#: plugin fails to load.  Their runs keep pytest before 9.2.
+ANYIO_PLUGIN_NEEDS_PYTEST_BEFORE_9_2 = {"4.13", "4.14"}
 
 
 @nox.session
 @nox.parametrize("release", ANYIO_RELEASES)
 def tests_anyio_releases(session: nox.Session, release: str) -> None:
-    """The whole suite, every backend, both waiters, against the newest
-    patch of one AnyIO minor release (``nox -s tests_anyio_releases`` runs
-    them all, about 2 minutes each; ``-- -k NAME`` as for ``tests``).  The
-    tests that compare the drop-ins with AnyIO's own classes skip where that
-    AnyIO behaves otherwise, as in ``tests_floor``."""
-    pins = [f"anyio~={release}.0"]
-    if release in ANYIO_PLUGIN_NEEDS_PYTEST_8:
-        pins.append("pytest<9")
+    """The whole suite, every backend, both waiters, against one AnyIO
+    release: ``4.N`` is the newest patch of that minor release, ``4.N.P``
+    exactly that one (``nox -s tests_anyio_releases`` runs them all, 2-3
+    minutes each; ``-- -k NAME`` as for ``tests``).  The tests that compare
+    the drop-ins with AnyIO's own classes skip where that AnyIO behaves
+    otherwise, as in ``tests_floor``."""
+    pins = [f"anyio=={release}" if release.count(".") == 2 else f"anyio~={release}.0"]
+    if release in ANYIO_PLUGIN_NEEDS_PYTEST_BEFORE_9_2:
+        pins.append("pytest<9.2")
     session.install("-e", ".[trio,uvloop]", *TEST_DEPS, *pins)
     session.run("python", "-m", "pip", "list")
     for waiter in WAITERS:

@@ -14,7 +14,9 @@ from importlib.metadata import version
 
 import pytest
 
-_major, _minor = (int(part) for part in re.findall(r"\d+", version("anyio"))[:2])
+#: The installed anyio's version string ("4.12.0").
+ANYIO_RELEASE: str = version("anyio")
+_major, _minor = (int(part) for part in re.findall(r"\d+", ANYIO_RELEASE)[:2])
 #: (major, minor) of the installed anyio.
 ANYIO_VERSION: tuple[int, int] = (_major, _minor)
 

@@ -9,6 +9,7 @@ from functools import partial
 from types import SimpleNamespace
 
 import anyio
+import anyio._core._eventloop
 import anyio.from_thread
 import anyio.lowlevel
 import anyio.to_thread
@@ -17,6 +18,7 @@ import pytest
 from anyio_prims._core import BUDGET, BUDGET_SIZE, WaitQueue, _backend
 from anyio_prims.sync._lock import Lock
 
+from ._anyio_version import ANYIO_RELEASE
 from ._sync_support import (
     CANCEL_SOURCES,
     assert_schedule_point,
@@ -515,21 +517,38 @@ async def test_release_from_a_loop_callback_says_no_task_runs_there(
     lock.release()
 
 
+def test_outside_a_loop_acquire_nowait_raises_what_the_installed_anyio_raises() -> None:
+    # Runs under every AnyIO (the parity module compares more calls, from
+    # 4.14 on): sniffio's error before 4.12, AnyIO's NoEventLoopError from
+    # 4.12.1.  4.12.0 alone raises a private class, no RuntimeError; the
+    # library raises AnyIO's public error there, as later releases do.
+    private = getattr(anyio._core._eventloop, "NoCurrentAsyncBackend", RuntimeError)
+    with pytest.raises((RuntimeError, private)) as theirs:
+        anyio.Lock().acquire_nowait()
+    with pytest.raises(RuntimeError) as ours:
+        Lock().acquire_nowait()
+    if ANYIO_RELEASE == "4.12.0":
+        assert type(theirs.value).__name__ == "NoCurrentAsyncBackend"
+        assert type(ours.value) is anyio.NoEventLoopError
+    else:
+        assert type(ours.value) is type(theirs.value)
+
+
 def test_the_error_outside_a_loop_is_sniffio_s_to_anyio_4_11_then_anyio_s() -> None:
     # AnyIO 4.11 defines NoEventLoopError (for anyio.from_thread) but its
-    # primitives raise sniffio's error outside a loop; 4.12 raises its own
-    # there and added get_available_backends().  Present the library with
-    # AnyIO 4.11's names, then with 4.12's, and ask which error it raises.
-    sniffio = pytest.importorskip("sniffio")
-
+    # primitives raise sniffio's error outside a loop; 4.12.0 added
+    # get_available_backends(), and from 4.12.1 they raise NoEventLoopError.
+    # Present the library with 4.12's names, then with 4.11's, and ask which
+    # error it raises.
     class NoEventLoopError(RuntimeError):
         pass
 
-    anyio_4_11 = SimpleNamespace(NoEventLoopError=NoEventLoopError)
-    assert (
-        _backend._no_event_loop_error(anyio_4_11) is sniffio.AsyncLibraryNotFoundError
-    )
     anyio_4_12 = SimpleNamespace(
         NoEventLoopError=NoEventLoopError, get_available_backends=lambda: ()
     )
     assert _backend._no_event_loop_error(anyio_4_12) is NoEventLoopError
+    sniffio = pytest.importorskip("sniffio")
+    anyio_4_11 = SimpleNamespace(NoEventLoopError=NoEventLoopError)
+    assert (
+        _backend._no_event_loop_error(anyio_4_11) is sniffio.AsyncLibraryNotFoundError
+    )

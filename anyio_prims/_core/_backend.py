@@ -337,9 +337,13 @@ def _no_event_loop_error(namespace: Any = anyio) -> type[RuntimeError]:
 
     AnyIO 4.11 defines ``NoEventLoopError`` but raises it from
     ``anyio.from_thread`` only; its primitives still raise sniffio's error.
-    4.12 raises its own error there and added ``get_available_backends()``
-    in the same release: that public name tells the two apart.
-    ``namespace`` stands for the ``anyio`` module (a test presents 4.11's).
+    4.12.0 added ``get_available_backends()``, the public name that tells
+    the two apart, and dropped sniffio.  Its primitives raise a private
+    ``NoCurrentAsyncBackend``, an ``Exception`` but no ``RuntimeError``;
+    4.12.1 replaced that with ``NoEventLoopError``.  With 4.12.0 the
+    library raises ``NoEventLoopError`` too, as every later AnyIO does,
+    rather than copy a private class.  ``namespace`` stands for the
+    ``anyio`` module (a test presents 4.11's).
     """
     found: type[RuntimeError] | None = getattr(namespace, "NoEventLoopError", None)
     if found is not None and hasattr(namespace, "get_available_backends"):
