@@ -140,18 +140,27 @@ ANYIO_NEWEST_MINOR = 16
 def _anyio_releases() -> list[str]:
     """The AnyIO releases ``tests_anyio_releases`` tests against: each minor
     release from the floor pyproject.toml names to the newest (its newest
-    patch), and 4.12.0, the one patch release that raises differently from
-    the newest patch of its minor (``anyio_prims/_core/_backend.py``,
-    ``_no_event_loop_error``).  CI tests only the floor and the newest."""
+    patch), and 4.12.0 while the floor allows it, the one patch release that
+    raises differently from the newest patch of its minor
+    (``anyio_prims/_core/_backend.py``, ``_no_event_loop_error``).  CI tests
+    only the floor and the newest.  A floor this cannot read gives one
+    session that fails saying so, not an error that stops every session."""
     floors = [pin for pin in _floor_pins() if pin.startswith("anyio==")]
-    match = re.fullmatch(r"anyio==4\.(\d+)(?:\.\d+)?", floors[0]) if floors else None
-    if match is None:
-        raise RuntimeError(
-            f"noxfile.py: no anyio 4.x floor in pyproject.toml ({floors}): "
-            "update _anyio_releases()"
-        )
-    minors = range(int(match[1]), ANYIO_NEWEST_MINOR + 1)
-    return [f"4.{minor}" for minor in minors] + ["4.12.0"]
+    found = (
+        re.fullmatch(r"anyio==4\.(\d+)(\.\d+)?(?:\.post\d+)?", floors[0])
+        if floors
+        else None
+    )
+    if found is None:
+        return [f"unreadable floor {floors}"]
+    floor_minor = int(found[1])
+    releases = [
+        f"4.{minor}"
+        for minor in range(floor_minor, max(floor_minor, ANYIO_NEWEST_MINOR) + 1)
+    ]
+    if (floor_minor, int((found[2] or ".0")[1:])) <= (12, 0):
+        releases.append("4.12.0")
+    return releases
 
 
 ANYIO_RELEASES = _anyio_releases()
@@ -170,6 +179,10 @@ def tests_anyio_releases(session: nox.Session, release: str) -> None:
     minutes each; ``-- -k NAME`` as for ``tests``).  The tests that compare
     the drop-ins with AnyIO's own classes skip where that AnyIO behaves
     otherwise, as in ``tests_floor``."""
+    if not re.fullmatch(r"4\.\d+(\.\d+)?", release):
+        session.error(
+            f"noxfile.py: {release} in pyproject.toml: update _anyio_releases()"
+        )
     pins = [f"anyio=={release}" if release.count(".") == 2 else f"anyio~={release}.0"]
     if release in ANYIO_PLUGIN_NEEDS_PYTEST_BEFORE_9_2:
         pins.append("pytest<9.2")
