@@ -861,141 +861,144 @@ class Executor:
         # (asyncio 3.11+; None elsewhere): a stray cancellation of a job is
         # withdrawn down to it (below).
         cancelling = asyncio_cancelling()
-        with anyio.CancelScope() as scope:
-            while True:
-                budget = BUDGET
-                budget.left -= 1
-                if budget.left <= 0:
-                    await budget_checkpoint()
-                if queue:
-                    job = queue.popleft()
-                    if job._state != QUEUED:
-                        self._queue_dead -= 1  # cancelled while queued
-                        continue
-                    job._state = HANDED
-                    if submitters.parked:
-                        self._admit_submitter()
-                elif self._closed:
-                    # Nor does a finished worker's frame, which a failed
-                    # job's traceback may keep (its frame's f_back on 3.12+).
-                    job = value = None  # type: ignore[assignment]
-                    return False
-                else:
-                    # An idle worker keeps neither its last job nor its
-                    # result: they go with their last user.
-                    job = value = None  # type: ignore[assignment]
-                    # idle.park(self._tick, self._give_back), written out:
-                    # one coroutine frame less per idle wait.  Idle workers
-                    # are only ever granted: a job, or None (the close, the
-                    # sweeper).  The payload is read by the sweeper only.
-                    waiter = idle.enqueue(self._tick)
-                    try:
-                        await waiter.wait
-                    except BaseException as exc:
-                        idle._interrupted(waiter, exc, self._give_back)
-                        raise
-                    BUDGET.left = BUDGET_SIZE  # woken: a schedule point
-                    job = waiter.value
-                    # Recycle the waiter (see _core/_waiter.py).
-                    waiter.value = None
-                    idle._spare = waiter
-                    if job is None:  # the close, or the sweeper
-                        if queue and not self._closed:
-                            # Sent away by the sweeper, and a job was
-                            # spawned before this task ran: stay for it.
+        try:
+            with anyio.CancelScope() as scope:
+                while True:
+                    budget = BUDGET
+                    budget.left -= 1
+                    if budget.left <= 0:
+                        await budget_checkpoint()
+                    if queue:
+                        job = queue.popleft()
+                        if job._state != QUEUED:
+                            self._queue_dead -= 1  # cancelled while queued
                             continue
+                        job._state = HANDED
+                        if submitters.parked:
+                            self._admit_submitter()
+                    elif self._closed:
                         return False
-                    if job._state != HANDED:
+                    else:
+                        # An idle worker keeps neither its last job nor its
+                        # result: they go with their last user.
+                        job = value = None  # type: ignore[assignment]
+                        # idle.park(self._tick, self._give_back), written out:
+                        # one coroutine frame less per idle wait.  Idle workers
+                        # are only ever granted: a job, or None (the close, the
+                        # sweeper).  The payload is read by the sweeper only.
+                        waiter = idle.enqueue(self._tick)
+                        try:
+                            await waiter.wait
+                        except BaseException as exc:
+                            idle._interrupted(waiter, exc, self._give_back)
+                            raise
+                        BUDGET.left = BUDGET_SIZE  # woken: a schedule point
+                        job = waiter.value
+                        # Recycle the waiter (see _core/_waiter.py).
+                        waiter.value = None
+                        idle._spare = waiter
+                        if job is None:  # the close, or the sweeper
+                            if queue and not self._closed:
+                                # Sent away by the sweeper, and a job was
+                                # spawned before this task ran: stay for it.
+                                continue
+                            return False
+                        if job._state != HANDED:
+                            continue
+                    if limiter is not None:
+                        # A cancel() of the job while its worker sleeps for its
+                        # slot cancels this scope (JoinHandle.cancel), so the
+                        # worker does not sleep on for a job that is gone.
+                        job._scope = scope
+                        try:
+                            await limiter.wait(job)
+                        except BaseException:
+                            if job._state == HANDED:
+                                self._settle(job, CANCELLED, None)
+                            raise
+                        if job._state != HANDED:
+                            if scope.cancel_called:
+                                # Cancelled as its sleep ended: a fresh scope
+                                # for the next job.
+                                return True
+                            continue
+                    if self._cancelling:
+                        # fail_fast, or the block's body raised, after this job
+                        # was handed over: it never starts, as a queued one.
+                        self._settle(job, CANCELLED, None)
                         continue
-                if limiter is not None:
-                    # A cancel() of the job while its worker sleeps for its
-                    # slot cancels this scope (JoinHandle.cancel), so the
-                    # worker does not sleep on for a job that is gone.
+                    if (
+                        queue
+                        and not self._starting
+                        and (
+                            self._max_workers is None
+                            or self._nworkers < self._max_workers
+                        )
+                    ):
+                        self._start_worker()
+                    job._state = RUNNING
                     job._scope = scope
                     try:
-                        await limiter.wait(job)
-                    except BaseException:
-                        if job._state == HANDED:
-                            self._settle(job, CANCELLED, None)
-                        raise
-                    if job._state != HANDED:
-                        if scope.cancel_called:
-                            # Cancelled as its sleep ended: a fresh scope
-                            # for the next job.
-                            job = value = None  # type: ignore[assignment]
-                            return True
-                        continue
-                if self._cancelling:
-                    # fail_fast, or the block's body raised, after this job
-                    # was handed over: it never starts, as a queued one.
-                    self._settle(job, CANCELLED, None)
-                    continue
-                if (
-                    queue
-                    and not self._starting
-                    and (
-                        self._max_workers is None or self._nworkers < self._max_workers
-                    )
-                ):
-                    self._start_worker()
-                job._state = RUNNING
-                job._scope = scope
-                try:
-                    if own_frame:
-                        value = await _run_job(job._fn, job._args)  # type: ignore[arg-type]
-                    else:
-                        value = await job._fn(*job._args)  # type: ignore[misc]
-                except Exception as exc:
-                    self._failed_with(job, _job_error(exc, own_frame, job._fn))
-                except BaseException as exc:
-                    cancels, errors = _split_cancellation(exc)
-                    # Out of this frame's locals as they leave: the traceback
-                    # keeps the frame (a cycle otherwise).
-                    try:
-                        if errors is None:
-                            self._settle(job, CANCELLED, None)
-                        elif isinstance(errors, Exception):
-                            # Cancelled, and its cleanup failed (a task group of
-                            # the job's own, on Trio, raises both in a group):
-                            # the job failed with the errors alone.
-                            self._failed_with(job, _from_job_frame(errors, own_frame))
+                        if own_frame:
+                            value = await _run_job(job._fn, job._args)  # type: ignore[arg-type]
                         else:
-                            # KeyboardInterrupt, SystemExit...: the task group
-                            # raises it, as it would a task's.
-                            job._retrieved = True
-                            self._failed_with(job, exc)
-                            raise
-                        if cancels is not None and (
-                            job._cancel_requested
-                            or anyio.current_effective_deadline() == -math.inf
-                        ):
-                            # Ours (the scope swallows it) or the executor's.
-                            if cancels is exc:
+                            value = await job._fn(*job._args)  # type: ignore[misc]
+                    except Exception as exc:
+                        self._failed_with(job, _job_error(exc, own_frame, job._fn))
+                    except BaseException as exc:
+                        cancels, errors = _split_cancellation(exc)
+                        # Out of this frame's locals as they leave: the traceback
+                        # keeps the frame (a cycle otherwise).
+                        try:
+                            if errors is None:
+                                self._settle(job, CANCELLED, None)
+                            elif isinstance(errors, Exception):
+                                # Cancelled, and its cleanup failed (a task group of
+                                # the job's own, on Trio, raises both in a group):
+                                # the job failed with the errors alone.
+                                self._failed_with(
+                                    job, _from_job_frame(errors, own_frame)
+                                )
+                            else:
+                                # KeyboardInterrupt, SystemExit...: the task group
+                                # raises it, as it would a task's.
+                                job._retrieved = True
+                                self._failed_with(job, exc)
                                 raise
-                            raise cancels from None
-                        # Else a stray cancellation exception raised by the
-                        # job itself: the job counts as cancelled (or failed),
-                        # the worker goes on.  A plain task.cancel() of this
-                        # worker that raised it was meant for the job and
-                        # ends with it: the next job starts with the count a
-                        # fresh task has (asyncio.timeout() compares to it).
-                        if cancelling is not None and cancels is not None:
-                            uncancel_to(cancelling)
-                    finally:
-                        del cancels, errors
-                else:
-                    self._settle(job, SUCCEEDED, value)
-                    # Not kept while the next job runs: it goes with its
-                    # last user.
-                    value = None
-                if job._cancel_requested:
-                    # As on the return False paths: a failed job's traceback
-                    # may keep this frame (f_back, 3.12+), which must keep
-                    # neither the job nor its result.
-                    job = value = None  # type: ignore[assignment]
-                    return True
-        job = value = None  # type: ignore[assignment]
-        return True  # left by a cancellation of this scope alone
+                            if cancels is not None and (
+                                job._cancel_requested
+                                or anyio.current_effective_deadline() == -math.inf
+                            ):
+                                # Ours (the scope swallows it) or the executor's.
+                                if cancels is exc:
+                                    raise
+                                raise cancels from None
+                            # Else a stray cancellation exception raised by the
+                            # job itself: the job counts as cancelled (or failed),
+                            # the worker goes on.  A plain task.cancel() of this
+                            # worker that raised it was meant for the job and
+                            # ends with it: the next job starts with the count a
+                            # fresh task has (asyncio.timeout() compares to it).
+                            if cancelling is not None and cancels is not None:
+                                uncancel_to(cancelling)
+                        finally:
+                            del cancels, errors
+                    else:
+                        self._settle(job, SUCCEEDED, value)
+                        # Not kept while the next job runs: it goes with its
+                        # last user.
+                        value = None
+                    if job._cancel_requested:
+                        return True
+            return True  # left by a cancellation of this scope alone
+        finally:
+            # However the worker leaves (a return, a job's failure under
+            # fail_fast, a cancellation), its frame lets go of its last job,
+            # that job's result and its cancel scope: a traceback may keep
+            # the frame (its f_back on 3.12+, or a cancelled task's error on
+            # 3.10), and the job and the scope lead back to it (the scope
+            # through its task on AnyIO 4.6.0), a cycle otherwise.
+            job = value = scope = None  # type: ignore[assignment]
 
     def _give_back(self, job: JoinHandle[Any] | None) -> None:
         # A worker was granted ``job`` and cancelled before it ran (the
