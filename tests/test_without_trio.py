@@ -144,5 +144,5 @@ def test_the_library_runs_on_asyncio_where_trio_cannot_be_imported(loop: str) ->
         assert errors == ["NoCurrentAsyncBackend"] * 2 + ["NoEventLoopError"] * 2
     else:
         assert errors[:2] == errors[2:]
-        assert errors[0] in ("AsyncLibraryNotFoundError", "NoEventLoopError")
+        assert set(errors) <= {"AsyncLibraryNotFoundError", "NoEventLoopError"}
     assert done.stdout.splitlines()[-1] == "done"

@@ -574,6 +574,11 @@ class Executor:
             job._tb = value.__traceback__  # type: ignore[attr-defined]
         job._fn = None
         job._args = ()
+        # Read only before the job settles (JoinHandle.cancel).  A settled
+        # job may be kept by a frame in its worker's traceback (the rate
+        # limiter's wait) or by its user: it must not keep the worker's
+        # scope, which keeps its task on AnyIO 4.6.0 (a cycle on 3.10).
+        job._scope = None
         waiters = job._waiters
         if waiters is not None:
             job._waiters = None
@@ -992,12 +997,13 @@ class Executor:
                         return True
             return True  # left by a cancellation of this scope alone
         finally:
-            # However the worker leaves (a return, a job's failure under
-            # fail_fast, a cancellation), its frame lets go of its last job,
-            # that job's result and its cancel scope: a traceback may keep
-            # the frame (its f_back on 3.12+, or a cancelled task's error on
-            # 3.10), and the job and the scope lead back to it (the scope
-            # through its task on AnyIO 4.6.0), a cycle otherwise.
+            # However the worker leaves (a return, a cancellation, a job's
+            # KeyboardInterrupt or SystemExit re-raised), its frame lets go
+            # of its last job, that job's result and its cancel scope: a
+            # traceback may keep the frame (its f_back on 3.12+, or a
+            # cancelled task's error on 3.10), and the job and the scope
+            # lead back to it (the scope through its task on AnyIO 4.6.0),
+            # a cycle otherwise.
             job = value = scope = None  # type: ignore[assignment]
 
     def _give_back(self, job: JoinHandle[Any] | None) -> None:
