@@ -1,6 +1,8 @@
 """Sessions: tests per backend and waiter, tests against the oldest
-dependencies pyproject.toml accepts and against each AnyIO minor release
-between those and the newest (``tests_anyio_releases``, run by hand),
+dependencies pyproject.toml accepts (also on each interpreter,
+``tests_floor_versions``) and against each AnyIO and Trio minor release
+between those and the newest (``tests_anyio_releases``,
+``tests_trio_releases``; these three run by hand),
 AnyIO's own tests run against the
 drop-ins, both on every interpreter too, lint, typecheck (mypy on the
 package, examples, tests, bench and tools), pyright, docs, package, bench,
@@ -118,6 +120,14 @@ def _floor_pins() -> list[str]:
     return [f"{name}=={floor}" for name, floor in pins]
 
 
+def _run_pinned(session: nox.Session, pins: list[str]) -> None:
+    """The whole suite, every backend, both waiters, with ``pins``."""
+    session.install("-e", ".[trio,uvloop]", *TEST_DEPS, *pins)
+    session.run("python", "-m", "pip", "list")
+    for waiter in WAITERS:
+        session.run(*PYTEST, "-q", *session.posargs, env={"ANYIO_PRIMS_WAITER": waiter})
+
+
 @nox.session
 def tests_floor(session: nox.Session) -> None:
     """The whole suite, every backend, both waiters, against the oldest anyio,
@@ -127,10 +137,32 @@ def tests_floor(session: nox.Session) -> None:
     pins = _floor_pins()
     if not any(pin.startswith("anyio==") for pin in pins):
         session.error(f"no anyio floor found in pyproject.toml: {pins}")
-    session.install("-e", ".[trio,uvloop]", *TEST_DEPS, *pins)
-    session.run("python", "-m", "pip", "list")
-    for waiter in WAITERS:
-        session.run(*PYTEST, "-q", *session.posargs, env={"ANYIO_PRIMS_WAITER": waiter})
+    _run_pinned(session, pins)
+
+
+#: Floor pins that an interpreter cannot install, and the oldest release
+#: that it can: uvloop 0.19 has no wheel for CPython 3.13 (its sdist does
+#: not build there), 0.21 is the first with one.
+FLOOR_RAISED_ON: dict[str, dict[str, str]] = {"3.13": {"uvloop": "0.21.0"}}
+#: The interpreters ``tests_floor_versions`` runs on: those the floor pins
+#: (and the raised ones above) install on.  Trio 0.26.1 and AnyIO 4.6
+#: predate CPython 3.14.
+FLOOR_VERSIONS = ["3.10", "3.11", "3.12", "3.13"]
+
+
+@nox.session(python=FLOOR_VERSIONS)
+def tests_floor_versions(session: nox.Session) -> None:
+    """``tests_floor`` on each interpreter from 3.10 to 3.13 that is present
+    (by hand; CI runs ``tests_floor`` on one), with the pins of
+    ``FLOOR_RAISED_ON`` where an interpreter needs them."""
+    raised = FLOOR_RAISED_ON.get(str(session.python), {})
+    pins = [
+        f"{name}=={raised[name]}" if (name := pin.split("==")[0]) in raised else pin
+        for pin in _floor_pins()
+    ]
+    if not any(pin.startswith("anyio==") for pin in pins):
+        session.error(f"no anyio floor found in pyproject.toml: {pins}")
+    _run_pinned(session, pins)
 
 
 #: The newest AnyIO minor release (4.x); raise it with each new one.
@@ -186,10 +218,43 @@ def tests_anyio_releases(session: nox.Session, release: str) -> None:
     pins = [f"anyio=={release}" if release.count(".") == 2 else f"anyio~={release}.0"]
     if release in ANYIO_PLUGIN_NEEDS_PYTEST_BEFORE_9_2:
         pins.append("pytest<9.2")
-    session.install("-e", ".[trio,uvloop]", *TEST_DEPS, *pins)
-    session.run("python", "-m", "pip", "list")
-    for waiter in WAITERS:
-        session.run(*PYTEST, "-q", *session.posargs, env={"ANYIO_PRIMS_WAITER": waiter})
+    _run_pinned(session, pins)
+
+
+#: The newest Trio minor release (0.x); raise it with each new one.
+TRIO_NEWEST_MINOR = 35
+
+
+def _trio_releases() -> list[str]:
+    """The Trio releases ``tests_trio_releases`` tests against: each minor
+    release from the floor pyproject.toml names to the newest.  As in
+    ``_anyio_releases``, a floor this cannot read gives one failing
+    session."""
+    floors = [pin for pin in _floor_pins() if pin.startswith("trio==")]
+    found = re.fullmatch(r"trio==0\.(\d+)(\.\d+)?", floors[0]) if floors else None
+    if found is None:
+        return [f"unreadable floor {floors}"]
+    floor_minor = int(found[1])
+    return [
+        f"0.{minor}"
+        for minor in range(floor_minor, max(floor_minor, TRIO_NEWEST_MINOR) + 1)
+    ]
+
+
+@nox.session
+@nox.parametrize("release", _trio_releases())
+def tests_trio_releases(session: nox.Session, release: str) -> None:
+    """The whole suite, every backend, both waiters, with the newest patch
+    of one Trio minor release (by hand; CI tests only the floor and the
+    newest).  The package's ``trio`` extra asks for ``anyio[trio]``, so the
+    installer picks the newest AnyIO that accepts that Trio: AnyIO 4.11
+    needs Trio 0.31 and AnyIO 4.12 needs 0.32, so Trio 0.26 to 0.30 run
+    with AnyIO 4.10 and 0.31 with 4.11."""
+    if not re.fullmatch(r"0\.\d+", release):
+        session.error(
+            f"noxfile.py: {release} in pyproject.toml: update _trio_releases()"
+        )
+    _run_pinned(session, [f"trio~={release}.0"])
 
 
 #: The AnyIO release whose own tests ``conformance`` runs against the
