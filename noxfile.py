@@ -23,6 +23,7 @@ import subprocess
 import tarfile
 
 import nox
+from packaging.version import Version
 
 nox.options.error_on_missing_interpreters = False
 nox.options.sessions = [
@@ -128,41 +129,53 @@ def _run_pinned(session: nox.Session, pins: list[str]) -> None:
         session.run(*PYTEST, "-q", *session.posargs, env={"ANYIO_PRIMS_WAITER": waiter})
 
 
+#: Floor pins that an interpreter cannot install, as (package, the Python
+#: version from which, the oldest release that installs there): uvloop 0.19
+#: and 0.20 have no wheel for CPython 3.13; 0.21 is the first with one.
+#: Applied only where it raises the floor.
+FLOOR_RAISED: list[tuple[str, str, str]] = [("uvloop", "3.13", "0.21.0")]
+#: The interpreters ``tests_floor_versions`` runs on.  AnyIO 4.6 and Trio
+#: 0.26.1 predate CPython 3.14.
+FLOOR_VERSIONS = ["3.10", "3.11", "3.12", "3.13"]
+
+
+def _floor_requirements() -> list[str]:
+    """The floor pins, each raised by ``FLOOR_RAISED`` on the interpreters
+    that need it: an environment marker per side, which the installer
+    judges for the interpreter the session runs on."""
+    requirements = []
+    for pin in _floor_pins():
+        name, floor = pin.split("==")
+        for package, python, release in FLOOR_RAISED:
+            if package == name and Version(release) > Version(floor):
+                requirements.append(f'{pin}; python_version < "{python}"')
+                pin = f'{name}=={release}; python_version >= "{python}"'
+        requirements.append(pin)
+    return requirements
+
+
+def _floor(session: nox.Session) -> None:
+    requirements = _floor_requirements()
+    if not any(pin.startswith("anyio==") for pin in requirements):
+        session.error(f"no anyio floor found in pyproject.toml: {requirements}")
+    _run_pinned(session, requirements)
+
+
 @nox.session
 def tests_floor(session: nox.Session) -> None:
     """The whole suite, every backend, both waiters, against the oldest anyio,
-    trio and uvloop that pyproject.toml accepts: the floors are tested, not
-    guessed.  The tests that compare the drop-ins with anyio's own classes
-    skip where that anyio behaves otherwise (tests/_anyio_version.py)."""
-    pins = _floor_pins()
-    if not any(pin.startswith("anyio==") for pin in pins):
-        session.error(f"no anyio floor found in pyproject.toml: {pins}")
-    _run_pinned(session, pins)
-
-
-#: Floor pins that an interpreter cannot install, and the oldest release
-#: that it can: uvloop 0.19 has no wheel for CPython 3.13 (its sdist does
-#: not build there), 0.21 is the first with one.
-FLOOR_RAISED_ON: dict[str, dict[str, str]] = {"3.13": {"uvloop": "0.21.0"}}
-#: The interpreters ``tests_floor_versions`` runs on: those the floor pins
-#: (and the raised ones above) install on.  Trio 0.26.1 and AnyIO 4.6
-#: predate CPython 3.14.
-FLOOR_VERSIONS = ["3.10", "3.11", "3.12", "3.13"]
+    trio and uvloop that pyproject.toml accepts (and that nox's interpreter
+    can install: ``FLOOR_RAISED``): the floors are tested, not guessed.  The
+    tests that compare the drop-ins with anyio's own classes skip where that
+    anyio behaves otherwise (tests/_anyio_version.py)."""
+    _floor(session)
 
 
 @nox.session(python=FLOOR_VERSIONS)
 def tests_floor_versions(session: nox.Session) -> None:
     """``tests_floor`` on each interpreter from 3.10 to 3.13 that is present
-    (by hand; CI runs ``tests_floor`` on one), with the pins of
-    ``FLOOR_RAISED_ON`` where an interpreter needs them."""
-    raised = FLOOR_RAISED_ON.get(str(session.python), {})
-    pins = [
-        f"{name}=={raised[name]}" if (name := pin.split("==")[0]) in raised else pin
-        for pin in _floor_pins()
-    ]
-    if not any(pin.startswith("anyio==") for pin in pins):
-        session.error(f"no anyio floor found in pyproject.toml: {pins}")
-    _run_pinned(session, pins)
+    (by hand; CI runs ``tests_floor`` on one)."""
+    _floor(session)
 
 
 #: The newest AnyIO minor release (4.x); raise it with each new one.
@@ -231,7 +244,11 @@ def _trio_releases() -> list[str]:
     ``_anyio_releases``, a floor this cannot read gives one failing
     session."""
     floors = [pin for pin in _floor_pins() if pin.startswith("trio==")]
-    found = re.fullmatch(r"trio==0\.(\d+)(\.\d+)?", floors[0]) if floors else None
+    found = (
+        re.fullmatch(r"trio==0\.(\d+)(\.\d+)?(?:\.post\d+)?", floors[0])
+        if floors
+        else None
+    )
     if found is None:
         return [f"unreadable floor {floors}"]
     floor_minor = int(found[1])

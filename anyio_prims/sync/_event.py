@@ -350,7 +350,7 @@ class Condition(CopiedWhole):
         :meth:`acquire` (blocks, is a checkpoint and is cancelled alike)."""
         # A coroutine function, as AnyIO's, not a plain one returning the
         # lock's acquire() (one frame less per block): what inspects the
-        # method (a mock built with spec=, a framework) sees AnyIO's kind.
+        # method (an autospec mock, a framework) sees AnyIO's kind.
         await self._lock.acquire()
 
     async def __aexit__(

@@ -34,7 +34,6 @@ from anyio_prims.streams import (
 )
 
 from .._anyio_version import requires_anyio
-from .._parity import coroutine_function_mismatches
 from ._support import (
     Call,
     assert_schedule_point,
@@ -307,22 +306,6 @@ def test_call_forms_match_anyio() -> None:
         assert isinstance(rx, anyio.abc.ObjectReceiveStream)
         tx.close()
         rx.close()
-
-
-def test_a_method_is_a_coroutine_function_where_anyio_s_is() -> None:
-    memory = anyio.streams.memory
-    assert (
-        coroutine_function_mismatches(
-            memory.MemoryObjectSendStream, MemoryObjectSendStream
-        )
-        == []
-    )
-    assert (
-        coroutine_function_mismatches(
-            memory.MemoryObjectReceiveStream, MemoryObjectReceiveStream
-        )
-        == []
-    )
 
 
 async def test_streams_are_instances_of_anyio_memory_stream_classes() -> None:
