@@ -129,11 +129,11 @@ def _run_pinned(session: nox.Session, pins: list[str]) -> None:
         session.run(*PYTEST, "-q", *session.posargs, env={"ANYIO_PRIMS_WAITER": waiter})
 
 
-#: Floor pins that an interpreter cannot install, as (package, the Python
-#: version from which, the oldest release that installs there): uvloop 0.19
-#: and 0.20 have no wheel for CPython 3.13; 0.21 is the first with one.
-#: Applied only where it raises the floor.
-FLOOR_RAISED: list[tuple[str, str, str]] = [("uvloop", "3.13", "0.21.0")]
+#: Floor pins that an interpreter cannot install: package -> (the Python
+#: version from which, the oldest release that installs there); one raise
+#: per package.  uvloop 0.19 and 0.20 have no wheel for CPython 3.13; 0.21
+#: is the first with one.  Applied only where it raises the floor.
+FLOOR_RAISED: dict[str, tuple[str, str]] = {"uvloop": ("3.13", "0.21.0")}
 #: The interpreters ``tests_floor_versions`` runs on.  AnyIO 4.6 and Trio
 #: 0.26.1 predate CPython 3.14.
 FLOOR_VERSIONS = ["3.10", "3.11", "3.12", "3.13"]
@@ -146,8 +146,9 @@ def _floor_requirements() -> list[str]:
     requirements = []
     for pin in _floor_pins():
         name, floor = pin.split("==")
-        for package, python, release in FLOOR_RAISED:
-            if package == name and Version(release) > Version(floor):
+        if name in FLOOR_RAISED:
+            python, release = FLOOR_RAISED[name]
+            if Version(release) > Version(floor):
                 requirements.append(f'{pin}; python_version < "{python}"')
                 pin = f'{name}=={release}; python_version >= "{python}"'
         requirements.append(pin)

@@ -80,6 +80,9 @@ def test_kind_tells_the_kinds_of_method_apart() -> None:
     def plain() -> None:
         pass
 
+    def generator() -> Any:
+        yield
+
     def getter(self: object) -> None:
         pass
 
@@ -90,6 +93,8 @@ def test_kind_tells_the_kinds_of_method_apart() -> None:
         kind(coroutine),
         kind(asyncgen),
         kind(plain),
+        kind(generator),
+        kind(None),
         kind(property(getter)),
         kind(staticmethod(coroutine)),
         kind(staticmethod(plain)),
