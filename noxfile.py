@@ -183,28 +183,38 @@ def tests_floor_versions(session: nox.Session) -> None:
 ANYIO_NEWEST_MINOR = 16
 
 
-def _anyio_releases() -> list[str]:
-    """The AnyIO releases ``tests_anyio_releases`` tests against: each minor
-    release from the floor pyproject.toml names to the newest (its newest
-    patch), and 4.12.0 while the floor allows it, the one patch release that
-    raises differently from the newest patch of its minor
-    (``anyio_prims/_core/_backend.py``, ``_no_event_loop_error``).  CI tests
-    only the floor and the newest.  A floor this cannot read gives one
-    session that fails saying so, not an error that stops every session."""
-    floors = [pin for pin in _floor_pins() if pin.startswith("anyio==")]
+def _minor_releases(
+    package: str, major: str, newest_minor: int
+) -> tuple[list[str], re.Match[str] | None]:
+    """``major.N`` for each minor release of ``package`` from the floor
+    pyproject.toml names to ``newest_minor``, and the floor pin's match.  A
+    floor this cannot read gives the name of one session that fails saying
+    so (and ``None``), not an error that stops every session."""
+    floors = [pin for pin in _floor_pins() if pin.startswith(f"{package}==")]
     found = (
-        re.fullmatch(r"anyio==4\.(\d+)(\.\d+)?(?:\.post\d+)?", floors[0])
+        re.fullmatch(rf"{package}=={major}\.(\d+)(\.\d+)?(?:\.post\d+)?", floors[0])
         if floors
         else None
     )
     if found is None:
-        return [f"unreadable floor {floors}"]
+        return [f"unreadable floor {floors}"], None
     floor_minor = int(found[1])
     releases = [
-        f"4.{minor}"
-        for minor in range(floor_minor, max(floor_minor, ANYIO_NEWEST_MINOR) + 1)
+        f"{major}.{minor}"
+        for minor in range(floor_minor, max(floor_minor, newest_minor) + 1)
     ]
-    if (floor_minor, int((found[2] or ".0")[1:])) <= (12, 0):
+    return releases, found
+
+
+def _anyio_releases() -> list[str]:
+    """The AnyIO releases ``tests_anyio_releases`` tests against: each minor
+    release from the floor to the newest (its newest patch), and 4.12.0
+    while the floor allows it, the one patch release that raises
+    differently from the newest patch of its minor
+    (``anyio_prims/_core/_backend.py``, ``_no_event_loop_error``).  CI tests
+    only the floor and the newest."""
+    releases, found = _minor_releases("anyio", "4", ANYIO_NEWEST_MINOR)
+    if found is not None and (int(found[1]), int((found[2] or ".0")[1:])) <= (12, 0):
         releases.append("4.12.0")
     return releases
 
@@ -241,22 +251,8 @@ TRIO_NEWEST_MINOR = 35
 
 def _trio_releases() -> list[str]:
     """The Trio releases ``tests_trio_releases`` tests against: each minor
-    release from the floor pyproject.toml names to the newest.  As in
-    ``_anyio_releases``, a floor this cannot read gives one failing
-    session."""
-    floors = [pin for pin in _floor_pins() if pin.startswith("trio==")]
-    found = (
-        re.fullmatch(r"trio==0\.(\d+)(\.\d+)?(?:\.post\d+)?", floors[0])
-        if floors
-        else None
-    )
-    if found is None:
-        return [f"unreadable floor {floors}"]
-    floor_minor = int(found[1])
-    return [
-        f"0.{minor}"
-        for minor in range(floor_minor, max(floor_minor, TRIO_NEWEST_MINOR) + 1)
-    ]
+    release from the floor to the newest (``_minor_releases``)."""
+    return _minor_releases("trio", "0", TRIO_NEWEST_MINOR)[0]
 
 
 @nox.session
