@@ -406,6 +406,25 @@ async def test_a_join_cancelled_after_its_queue_moved_on_disturbs_nothing(
         assert await result == 11
 
 
+async def test_joins_that_time_out_do_not_pile_up_on_a_running_job() -> None:
+    # Polling a long job (``with anyio.move_on_after(...): await handle``)
+    # leaves no waiter behind per timed-out join: the job's join queue
+    # counts none of them and holds at most a bounded number until it is
+    # compacted, not one per poll until the job settles.
+    gate = anyio.Event()
+    async with Executor() as ex:
+        job = ex.spawn(_gated, gate, 7)
+        for _ in range(200):
+            with anyio.move_on_after(0):
+                await job
+        queue = job._waiters
+        assert queue is not None
+        assert len(queue) == 0
+        assert len(queue.parked) <= 40
+        gate.set()
+        assert await job == 7
+
+
 async def _result(handle: JoinHandle[int]) -> int:
     return await handle
 
