@@ -785,6 +785,40 @@ async def test_a_closed_map_keeps_no_result_of_a_job_that_outlived_its_cancel() 
         del results
 
 
+class _InputBroke(ValueError):
+    """An input's error that a weak reference can follow (a subclass:
+    built-in exceptions take none)."""
+
+
+async def test_a_closed_map_keeps_no_input_error_it_did_not_raise() -> None:
+    # The input failed while the consumer waited for the job in flight; the
+    # map is closed before that error's turn and kept by its user: it must
+    # let go of the error (whose traceback keeps the input's frames).
+    errors: list[weakref.ref[BaseException]] = []
+    release = anyio.Event()
+
+    def items() -> Iterator[int]:
+        yield 0
+        error = _InputBroke("input broke")
+        errors.append(weakref.ref(error))
+        raise error
+
+    async def job(x: int) -> int:
+        await release.wait()
+        return x
+
+    async with Executor() as executor:
+        results = executor.map(job, items())
+        with anyio.move_on_after(0.01):
+            await results.__anext__()  # reads the item and the error, waits
+        assert len(errors) == 1
+        await results.aclose()
+        release.set()
+        gc.collect()
+        assert errors[0]() is None
+        del results
+
+
 async def test_a_busy_worker_keeps_no_result_of_its_previous_job() -> None:
     class Result:
         pass

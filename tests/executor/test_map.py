@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import gc
 import math
 import sys
-import weakref
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator
 from contextlib import aclosing
 
@@ -162,65 +160,6 @@ async def test_closing_map_cancels_jobs_in_flight_and_stops_reading() -> None:
         with pytest.raises(StopAsyncIteration):
             await results.__anext__()
     assert len(read) <= 5
-
-
-class _Result:
-    """A job's result that a weak reference can follow."""
-
-
-@pytest.mark.parametrize("ordered", [True, False], ids=["ordered", "unordered"])
-async def test_a_closed_map_lets_go_of_the_results_it_did_not_deliver(
-    ordered: bool,
-) -> None:
-    # As a channel releases its buffered items when its receivers close:
-    # the iterator object may outlive its close() (a caller's variable),
-    # and must not keep finished jobs' results alive meanwhile.
-    refs: list[weakref.ref[_Result]] = []
-
-    async def job(x: int) -> _Result:
-        result = _Result()
-        refs.append(weakref.ref(result))
-        return result
-
-    async with Executor(4) as ex:
-        results = ex.map(job, range(4), ordered=ordered, window=4)
-        first = await results.__anext__()
-        await anyio.wait_all_tasks_blocked()  # the other three finish
-        assert len(refs) == 4
-        results.close()
-        del first
-        gc.collect()
-        assert [ref() for ref in refs] == [None] * 4
-
-
-class _InputBroke(ValueError):
-    """An input's error that a weak reference can follow (a subclass:
-    built-in exceptions take none)."""
-
-
-async def test_a_closed_map_lets_go_of_an_input_error_it_did_not_raise() -> None:
-    errors: list[weakref.ref[BaseException]] = []
-    gate = anyio.Event()
-
-    def items() -> Iterator[int]:
-        yield 0
-        error = _InputBroke("input broke")
-        errors.append(weakref.ref(error))
-        raise error
-
-    async def job(x: int) -> int:
-        await gate.wait()
-        return x
-
-    async with Executor(4) as ex:
-        results = ex.map(job, items())
-        with anyio.move_on_after(0.01):
-            await results.__anext__()  # reads the item and the error, waits
-        assert len(errors) == 1
-        results.close()
-        gate.set()
-        gc.collect()
-        assert errors[0]() is None
 
 
 async def test_leaving_map_async_with_cancels_jobs() -> None:
