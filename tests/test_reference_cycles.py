@@ -791,9 +791,10 @@ class _InputBroke(ValueError):
 
 
 async def test_a_closed_map_keeps_no_input_error_it_did_not_raise() -> None:
-    # The input failed while the consumer waited for the job in flight; the
-    # map is closed before that error's turn and kept by its user: it must
-    # let go of the error (whose traceback keeps the input's frames).
+    # The consumer's call reads the item, then the input's error, and
+    # waits for the job in flight; the map is closed before that error's
+    # turn and kept by its user: it must let go of the error (whose
+    # traceback keeps the input's frames).
     errors: list[weakref.ref[BaseException]] = []
     release = anyio.Event()
 
