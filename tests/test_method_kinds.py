@@ -7,7 +7,8 @@ inspection: ``inspect.iscoroutinefunction``, ``unittest.mock``'s autospec
 (``create_autospec``, ``patch(autospec=True)``), which gives a plain
 function's mock a plain ``__aenter__`` that ``async with`` then rejects, and
 frameworks that wrap coroutine functions.  No AnyIO version gate: the kinds
-compared here are the same in every AnyIO the package accepts.
+compared here were the same on every AnyIO it was run on (4.6, 4.10, 4.11,
+4.13 and 4.16).
 """
 
 from __future__ import annotations

@@ -820,6 +820,32 @@ async def test_a_closed_map_keeps_no_input_error_it_did_not_raise() -> None:
         del results
 
 
+async def test_an_open_rate_limited_executor_keeps_no_job_that_slept_for_its_slot() -> (
+    None
+):
+    # A block kept open (a server's lifetime): each job whose worker slept
+    # for its start slot is let go once it has finished and its handle is
+    # dropped, with the result it returned.
+    class Result:
+        pass
+
+    refs: list[weakref.ref[Result]] = []
+
+    async def job() -> Result:
+        result = Result()
+        refs.append(weakref.ref(result))
+        return result
+
+    async with Executor(max_per_second=200.0) as ex:
+        handles = [ex.spawn(job) for _ in range(3)]  # the last two sleep
+        for handle in handles:
+            await handle
+        del handles, handle
+        gc.collect()
+        assert len(refs) == 3
+        assert [ref() for ref in refs] == [None, None, None]
+
+
 async def test_a_busy_worker_keeps_no_result_of_its_previous_job() -> None:
     class Result:
         pass

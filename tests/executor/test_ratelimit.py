@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import gc
-import weakref
-
 import anyio
 import anyio.lowlevel
 import pytest
@@ -236,31 +233,3 @@ def test_a_job_cancelled_while_waiting_for_its_slot_frees_it_for_the_next_job(
         starts = anyio.run(main, backend=backend)
         # The real clock: the slot at t0 + 0.1, not the one after it.
         assert all(0.1 - 0.002 <= s < 0.19 for s in starts), starts
-
-
-class _Result:
-    """A job's result that a weak reference can follow."""
-
-
-@pytest.mark.anyio
-async def test_an_open_rate_limited_executor_keeps_no_job_that_slept_for_its_slot() -> (
-    None
-):
-    # A block kept open (a server's lifetime): each job whose worker slept
-    # for its start slot is let go once it has finished and its handle is
-    # dropped, with the result it returned.
-    refs: list[weakref.ref[_Result]] = []
-
-    async def job() -> _Result:
-        result = _Result()
-        refs.append(weakref.ref(result))
-        return result
-
-    async with Executor(max_per_second=200.0) as ex:
-        handles = [ex.spawn(job) for _ in range(3)]  # the last two sleep
-        for handle in handles:
-            await handle
-        del handles, handle
-        gc.collect()
-        assert len(refs) == 3
-        assert [ref() for ref in refs] == [None, None, None]
