@@ -63,15 +63,15 @@ function that calls ``anyio.run`` once per example, on each backend of
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import anyio
 import anyio.abc
 import anyio.lowlevel
 import pytest
-from hypothesis import Phase, event, given, settings
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from anyio_prims import Executor, JobCancelled, JoinHandle
@@ -79,11 +79,7 @@ from anyio_prims._core._backend import FORCE_GENERIC
 
 from .._tasks import settle
 from ..conftest import _selected
-
-if sys.version_info < (3, 11):  # pragma: no cover
-    from exceptiongroup import (  # type: ignore[import-not-found,unused-ignore]
-        BaseExceptionGroup,
-    )
+from ._models import PHASES, run_block, run_with_helpers
 
 MAX_JOBS = 12
 MAX_JOINS = 12
@@ -768,49 +764,19 @@ async def run_checked(
     helpers: anyio.abc.TaskGroup,
 ) -> None:
     max_workers, max_queued = model.max_workers, model.max_queued
-    exit_errors: list[str] = []
-    failed: list[AssertionError] = []
-    watch = anyio.CancelScope()
 
-    async def watchdog(guard: anyio.CancelScope) -> None:
-        # Nothing here sleeps: once every task is blocked and the block has
-        # not exited, it never will (a deadlock).  Fails at once, where a
-        # timeout would cost every failing example it.  Three rounds: on
-        # asyncio a finished worker wakes the block's exit through a loop
-        # callback, which wait_all_tasks_blocked() does not see.
-        with watch:
-            for _ in range(3):
-                await settle()
-            guard.cancel()
+    async def body(ex: Executor) -> Jobs:
+        jobs = Jobs(ex, helpers)
+        await run_steps(jobs, model, program)
+        # The end: every event set; the block must wait for every job (and
+        # the submitters still waiting) and exit.
+        for rec in jobs.jobs:
+            rec.event.set()
+        model.release_all()
+        return jobs
 
-    with anyio.CancelScope() as guard:
-        try:
-            async with Executor(max_workers, max_queued=max_queued) as ex:
-                jobs = Jobs(ex, helpers)
-                try:
-                    await run_steps(jobs, model, program)
-                except AssertionError as exc:
-                    # Raised alone below, not in a group with whatever the
-                    # jobs raised: one failure, one origin for hypothesis.
-                    failed.append(exc)
-                    guard.cancel()
-                else:
-                    # The end: every event set; the block must wait for
-                    # every job (and the submitters still waiting) and exit.
-                    for rec in jobs.jobs:
-                        rec.event.set()
-                    model.release_all()
-                    helpers.start_soon(watchdog, guard)
-                    guard.deadline = anyio.current_time() + 30  # in case
-        except BaseExceptionGroup as group:
-            if not failed and not all(type(e) is ValueError for e in group.exceptions):
-                raise
-            exit_errors = [str(e) for e in group.exceptions]
-        finally:
-            watch.cancel()
-    if failed:
-        raise failed[0]
-    assert not guard.cancelled_caught, "the Executor's block did not exit"
+    ex = Executor(max_workers, max_queued=max_queued)
+    jobs, exit_errors = await run_block(ex, body, helpers)
     await settle()
     model.drain()
 
@@ -873,24 +839,14 @@ async def run_program(
     program: list[Step],
 ) -> None:
     model = Model(max_workers, max_queued, native=not FORCE_GENERIC)
-    failure: AssertionError | None = None
-    async with anyio.create_task_group() as helpers:
-        try:
-            await run_checked(backend, model, program, helpers)
-        except AssertionError as exc:
-            failure = exc
-        helpers.cancel_scope.cancel()  # submitters and joins left by a failure
-    if failure is not None:
-        raise failure
+    await run_with_helpers(partial(run_checked, backend, model, program))
 
 
 @pytest.mark.parametrize("backend", _selected())
-# No explain phase: it reruns a failing program hundreds of times under a
-# tracer, for minutes, to say which lines only failures run.
 @settings(
     max_examples=600,
     deadline=None,
-    phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink],
+    phases=PHASES,
 )
 @given(max_workers=max_workers_values, max_queued=max_queued_values, program=programs)
 def test_random_executor_programs_match_the_model(
