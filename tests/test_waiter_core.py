@@ -1087,6 +1087,93 @@ def test_asyncio_tasks_are_in_the_loop_task_map_exactly_where_it_is_kept() -> No
         assert _backend.TASK_MAP_KEPT
 
 
+async def test_the_owner_lookup_is_the_backends_own_task_map(
+    anyio_backend_name: str, task_map: str
+) -> None:
+    # Lock and RWLock find their owner on every fast-path call through the
+    # map and key task_finder() binds: asyncio's own loop -> task dict and
+    # the loop (asyncio.current_task itself where that dict is left empty),
+    # or Trio's run-context dict and "task".  A slower map that finds the
+    # same task (current_task(), a Python call per lookup) would pass every
+    # behaviour test, so the choice is pinned here.
+    from anyio_prims._core import _backend
+
+    task, tasks, key = _backend.task_finder()
+    lookup: Callable[[], object] = lambda: tasks.get(key)  # noqa: E731
+    assert lookup() is task
+    if anyio_backend_name == "asyncio":
+        assert task is asyncio.current_task()
+        assert key is asyncio.get_running_loop()
+        if task_map == "kept":
+            assert tasks is _backend._tasks_by_loop
+        else:
+            assert tasks is _backend._LOOP_TASKS
+    else:
+        import trio.lowlevel
+
+        assert task is trio.lowlevel.current_task()
+        assert type(tasks) is dict
+        assert key == "task"
+    # Run elsewhere, it never finds the caller: in an asyncio loop callback
+    # no task runs; Trio runs its callbacks in a system task of its own.
+    seen: list[object] = []
+    _backend.threadsafe_call_soon()(lambda: seen.append(lookup()))
+    while not seen:
+        await anyio.lowlevel.checkpoint()
+    if anyio_backend_name == "asyncio":
+        assert seen == [None]
+    else:
+        assert seen[0] is not None
+        assert seen[0] is not task
+
+
+async def test_the_checkpoints_are_the_backends_own(
+    anyio_backend_name: str, task_map: str
+) -> None:
+    # The core's checkpoints call the running backend's own, cheapest form
+    # (a bare yield on asyncio, Trio's lowlevel functions), and AnyIO's
+    # public ones only under the generic waiter (also where asyncio's tasks
+    # leave their loop -> task map empty).  AnyIO's behave the same, only
+    # slower, so no behaviour test tells them apart: the choice is pinned
+    # here, by the code object of what each call returns.
+    from anyio._backends._asyncio import AsyncIOBackend
+
+    from anyio_prims._core import _backend
+
+    def code_of(awaitable: Any) -> object:
+        return getattr(awaitable, "cr_code", None) or awaitable.gi_code
+
+    if core.FORCE_GENERIC:
+        own_checkpoint: Any = anyio.lowlevel.checkpoint
+        own_if_cancelled: Any = anyio.lowlevel.checkpoint_if_cancelled
+        own_take: object = (
+            _backend._OTHER_TAKE_CHECKPOINTS
+            if anyio_backend_name == "asyncio"
+            else _backend._GENERIC_TRIO_TAKE_CHECKPOINTS
+        )
+    elif anyio_backend_name == "asyncio":
+        own_checkpoint = _backend._asyncio_yield
+        own_if_cancelled = AsyncIOBackend.checkpoint_if_cancelled
+        own_take = _backend._ASYNCIO_TAKE_CHECKPOINTS
+    else:
+        import trio.lowlevel
+
+        own_checkpoint = trio.lowlevel.checkpoint
+        own_if_cancelled = trio.lowlevel.checkpoint_if_cancelled
+        own_take = (
+            trio.lowlevel.checkpoint_if_cancelled,
+            trio.lowlevel.cancel_shielded_checkpoint,
+        )
+    core.BUDGET.left = core.BUDGET_SIZE  # a checkpoint with budget left
+    made = _backend.checkpoint()
+    assert code_of(made) is own_checkpoint.__code__
+    await made
+    made = _backend.checkpoint_if_cancelled()
+    assert code_of(made) is own_if_cancelled.__code__
+    await made
+    assert _backend.take_checkpoints() == own_take
+
+
 def test_an_asyncio_loop_run_inside_a_trio_task_parks_its_tasks_on_asyncio(
     task_map: str,
 ) -> None:
