@@ -1131,11 +1131,12 @@ async def test_the_checkpoints_are_the_backends_own(
     anyio_backend_name: str, task_map: str
 ) -> None:
     # The core's checkpoints call the running backend's own, cheapest form
-    # (a bare yield on asyncio, Trio's lowlevel functions), and AnyIO's
-    # public ones only under the generic waiter (also where asyncio's tasks
-    # leave their loop -> task map empty).  AnyIO's behave the same, only
-    # slower, so no behaviour test tells them apart: the choice is pinned
-    # here, by the code object of what each call returns.
+    # (on asyncio a bare yield and AnyIO's asyncio backend's
+    # checkpoint_if_cancelled, on Trio Trio's lowlevel functions), also
+    # where asyncio's tasks leave their loop -> task map empty, and AnyIO's
+    # public ones only under the generic waiter.  AnyIO's behave the same,
+    # only slower, so no behaviour test tells them apart: the choice is
+    # pinned here, by the code object of what each call returns.
     from anyio._backends._asyncio import AsyncIOBackend
 
     from anyio_prims._core import _backend

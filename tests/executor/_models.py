@@ -64,12 +64,15 @@ async def run_block(
 
     The block must exit once ``body`` returned: a watchdog cancels it if
     every task is blocked and it has not (a deadlock, which then fails at
-    once where a timeout would cost every failing example 30 s).  An
-    ``AssertionError`` from ``body`` cancels the block and is raised alone,
-    not in a group with whatever the jobs raised.
+    once where a timeout would cost every failing example 30 s), and the
+    deadlock fails the run even where the block's exit replaced the
+    cancellation with the jobs' errors.  An exception from ``body`` (an
+    ``AssertionError``, or a model's own ``ValueError`` where it and the
+    executor disagree) cancels the block and is raised alone, not in a
+    group with whatever the jobs raised.
     """
     exit_errors: list[str] = []
-    failed: list[AssertionError] = []
+    failed: list[Exception] = []
     watch = anyio.CancelScope()
 
     async def watchdog(guard: anyio.CancelScope) -> None:
@@ -87,7 +90,7 @@ async def run_block(
             async with executor:
                 try:
                     result = await body(executor)
-                except AssertionError as exc:
+                except Exception as exc:
                     failed.append(exc)
                     guard.cancel()
                 else:
@@ -101,5 +104,7 @@ async def run_block(
             watch.cancel()
     if failed:
         raise failed[0]
-    assert not guard.cancelled_caught, "the Executor's block did not exit"
+    # cancel_called, not cancelled_caught: the exit raises the jobs' errors
+    # in place of the watchdog's cancellation.
+    assert not guard.cancel_called, "the Executor's block did not exit"
     return result, exit_errors

@@ -527,7 +527,11 @@ def check_handles(jobs: Jobs, model: Model) -> None:
 
 
 def check(
-    jobs: Jobs, model: Model, loose_from: int | None, workers_before: int | None
+    jobs: Jobs,
+    model: Model,
+    loose_from: int | None,
+    workers_before: int | None,
+    spawned: int = 0,
 ) -> None:
     """The executor and the tasks against the model, after a step."""
     # Starts: each job once, in spawn order (``loose_from``: the jobs
@@ -550,6 +554,7 @@ def check(
         # workers the growth rule starts then depends on which runs first:
         # check the bounds it must keep and go on with what it did.
         assert stats.workers >= max(workers_before, len(model.running))
+        assert stats.workers <= workers_before + spawned  # one per job at most
         assert limit is None or stats.workers <= limit
         if model.queue:
             assert stats.workers == limit
@@ -596,6 +601,7 @@ async def run_steps(jobs: Jobs, model: Model, program: list[Step]) -> None:
         kind = step[0]
         loose_from: int | None = None
         workers_before: int | None = None
+        spawned = 0
         with_handle = [i for i, job in enumerate(model.jobs) if job.has_handle()]
         if kind in ("spawn", "submit"):
             if len(model.jobs) >= MAX_JOBS:
@@ -629,6 +635,7 @@ async def run_steps(jobs: Jobs, model: Model, program: list[Step]) -> None:
             if model.max_workers != 1:
                 loose_from = len(model.started)
                 workers_before = model.workers
+                spawned = len(ids)
             for i in ids:
                 model.enqueue(i)
         elif kind == "release":
@@ -754,7 +761,7 @@ async def run_steps(jobs: Jobs, model: Model, program: list[Step]) -> None:
                 model.cancel_join(n)
         await settle()
         model.drain()
-        check(jobs, model, loose_from, workers_before)
+        check(jobs, model, loose_from, workers_before, spawned)
 
 
 async def run_checked(
