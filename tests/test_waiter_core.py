@@ -1099,7 +1099,10 @@ async def test_the_owner_lookup_is_the_backends_own_task_map(
     from anyio_prims._core import _backend
 
     task, tasks, key = _backend.task_finder()
-    lookup: Callable[[], object] = lambda: tasks.get(key)  # noqa: E731
+
+    def lookup() -> object:
+        return tasks.get(key)
+
     assert lookup() is task
     if anyio_backend_name == "asyncio":
         assert task is asyncio.current_task()
