@@ -430,6 +430,19 @@ def test_a_ctrl_c_delivered_to_a_parked_receive_takes_nothing_on_trio(
     run_trio(main, restrict_keyboard_interrupt_to_checkpoints=True)
 
 
+async def interrupt_until_rescheduled(main_task: Any, main_ran: list[str]) -> bool:
+    """Send SIGINT, which Trio delivers to the parked main task, and wait
+    until Trio has rescheduled that task with it: ``True``; or ``False``
+    once ``main_ran`` shows that the main task ran first."""
+    signal.raise_signal(signal.SIGINT)
+    # Trio's own record of a rescheduled task (it has no public one).
+    while main_task._next_send_fn is None:
+        if main_ran:
+            return False
+        await trio.sleep(0)
+    return True
+
+
 @pytest.mark.usefixtures("default_sigint")
 @pytest.mark.parametrize("flavour", [mpsc, spmc, mpmc])
 def test_a_ctrl_c_delivered_to_a_parked_send_leaves_the_sender_usable_on_trio(
@@ -453,12 +466,8 @@ def test_a_ctrl_c_delivered_to_a_parked_send_leaves_the_sender_usable_on_trio(
         async def interrupt_then_take() -> None:
             while rx.statistics().tasks_waiting_send == 0:
                 await trio.sleep(0)
-            signal.raise_signal(signal.SIGINT)  # delivered to the main task
-            # Trio's own record of a rescheduled task (it has no public one).
-            while main_task._next_send_fn is None:
-                if sent:
-                    return  # the main task ran first
-                await trio.sleep(0)
+            if not await interrupt_until_rescheduled(main_task, sent):
+                return
             try:
                 taken.append(rx.receive_nowait())
             except anyio.WouldBlock:
@@ -488,6 +497,66 @@ def test_a_ctrl_c_delivered_to_a_parked_send_leaves_the_sender_usable_on_trio(
             if await attempt():
                 return
         pytest.fail("the main task always ran before the other task could try")
+
+    run_trio(main, restrict_keyboard_interrupt_to_checkpoints=True)
+
+
+@pytest.mark.usefixtures("default_sigint")
+def test_a_ctrl_c_delivered_to_a_parked_submit_spawns_nothing_on_trio() -> None:
+    # The main task waits in submit() for room in a full queue; the Ctrl-C
+    # is delivered to it there, and once Trio has rescheduled it with the
+    # KeyboardInterrupt, and before it runs, another task makes room (it
+    # cancels the queued job).  With the native waiter the submit left the
+    # queue of submitters as it was interrupted, so the room goes to
+    # nobody.  The generic waiter learns of it only when the task runs
+    # (docs/semantics.md): the submit was admitted and its job queued, and
+    # the job is withdrawn as the submit raises.  Either way the job never
+    # runs, and the executor takes the next submit.
+    async def attempt() -> bool:
+        main_task = trio.lowlevel.current_task()
+        release = trio.Event()
+        ran: list[str] = []
+        outcome: list[str] = []
+        in_window: list[bool] = []
+
+        async def job(name: str) -> None:
+            if name == "first":
+                await release.wait()
+            ran.append(name)
+
+        async with Executor(max_workers=1, max_queued=1) as executor:
+            executor.spawn(job, "first")
+            await parked()  # the only worker runs "first"
+            queued = executor.spawn(job, "queued")
+
+            async def interrupt_then_make_room() -> None:
+                await parked()  # the main task waits in submit()
+                if await interrupt_until_rescheduled(main_task, outcome):
+                    in_window.append(True)
+                queued.cancel()
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(interrupt_then_make_room)
+                try:
+                    await executor.submit(job, "interrupted")
+                except KeyboardInterrupt:
+                    outcome.append("interrupted")
+                else:  # pragma: no cover - the failure
+                    outcome.append("returned")
+            assert outcome == ["interrupted"]
+            stats = executor.statistics()
+            assert (stats.jobs_queued, stats.jobs_pending) == (0, 1)
+            after = await executor.submit(job, "after")
+            release.set()
+            await after
+        assert ran == ["first", "after"]
+        return bool(in_window)
+
+    async def main() -> None:
+        for _ in range(100):
+            if await attempt():
+                return
+        pytest.fail("the main task always ran before the other task could act")
 
     run_trio(main, restrict_keyboard_interrupt_to_checkpoints=True)
 

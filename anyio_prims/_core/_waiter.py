@@ -454,6 +454,7 @@ class Parking(Generic[P]):
         payload: P,
         give_back: Callable[[Any], None] | None = None,
         recheck: Callable[[Waiter[P]], bool] | None = None,
+        kept: Callable[[Any], None] | None = None,
     ) -> Any:
         """Park the current task here until it is granted or failed.
 
@@ -475,6 +476,13 @@ class Parking(Generic[P]):
         would make the wait return at once, on asyncio without a schedule
         point: the semaphores and the limiter write their waits out for
         that case (``BatchSemaphore._regranted``).
+
+        ``kept(value)``, if given with ``give_back=None``, is called when a
+        grant stands but ``park`` raises all the same: an exception that is
+        not a cancellation cannot be re-armed.  Only a Ctrl-C that the
+        generic waiter learns of as its task runs on Trio gets there (the
+        native waiters leave the queue as it is delivered); the caller
+        undoes what it still can.
         """
         waiter = self.enqueue(payload)
         if recheck is not None and waiter.state is PENDING and recheck(waiter):
@@ -483,7 +491,7 @@ class Parking(Generic[P]):
         try:
             await waiter.wait
         except BaseException as exc:
-            if self._interrupted(waiter, exc, give_back):
+            if self._interrupted(waiter, exc, give_back, kept):
                 return waiter.value
             raise
         BUDGET.left = BUDGET_SIZE  # woken: a schedule point (module comment)
@@ -511,6 +519,7 @@ class Parking(Generic[P]):
         waiter: Waiter[Any],
         exc: BaseException,
         give_back: Callable[[Any], None] | None,
+        kept: Callable[[Any], None] | None = None,
     ) -> bool:
         """Settle a park that raised ``exc``; ``True`` if the grant stands.
 
@@ -532,6 +541,8 @@ class Parking(Generic[P]):
                     waiter._cancelling if type(waiter) is GenericWaiter else None,
                 )
                 return True
+            elif kept is not None:
+                kept(waiter.value)
         return False
 
 

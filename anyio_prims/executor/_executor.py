@@ -143,6 +143,16 @@ class ExecutorStatistics:
     max_workers: int | None
 
 
+def _withdraw_unstarted(job: JoinHandle[Any]) -> None:
+    # ``kept`` for a waiting submit: its job was spawned, and the submit
+    # raises a Ctrl-C all the same, which cannot be re-armed as a
+    # cancellation is (only the generic waiter on Trio gets here).  Nobody
+    # will have its handle: a job that has not started is cancelled, so
+    # that the submit spawned nothing; one that has started runs on.
+    if job._state < RUNNING:
+        job.cancel()
+
+
 def _split_cancellation(
     exc: BaseException,
 ) -> tuple[BaseException | None, BaseException | None]:
@@ -695,7 +705,11 @@ class Executor:
         Otherwise reaches a checkpoint at least once every 64 calls.  A
         submit cancelled while it waits spawned nothing; one whose job was
         spawned just as it was cancelled returns the handle and the
-        cancellation is raised at the task's next checkpoint.
+        cancellation is raised at the task's next checkpoint.  A Ctrl-C
+        cannot be deferred that way: a submit that raises
+        ``KeyboardInterrupt`` spawned nothing, except, with the generic
+        waiter on Trio, a job that a worker started before the interrupted
+        task ran (that job runs on).
 
         :raises RuntimeError: if the executor has not been entered or is closed
         :raises TypeError: if ``fn`` is not callable (before any wait)
@@ -715,7 +729,9 @@ class Executor:
             # No worker will come to make room (JoinHandle.__await__): the
             # executor is cancelled now, and the job is born cancelled.
             return self.spawn(fn, *args)
-        handle: JoinHandle[T] = await self._submitters.park((fn, args), None)
+        handle: JoinHandle[T] = await self._submitters.park(
+            (fn, args), None, kept=_withdraw_unstarted
+        )
         return handle
 
     def _submit_waits(self) -> bool:
