@@ -90,8 +90,11 @@ from .._core import (
     BUDGET_SIZE,
     MARKING,
     NOT_OPENED,
+    PENDING,
+    WITHDRAWN,
     Slot,
     Unopened,
+    Waiter,
     WaitQueue,
     asyncio_cancelling,
     budget_checkpoint,
@@ -454,7 +457,10 @@ class Executor:
                 exit_slot: Slot[None] = Slot()
                 self._exit = exit_slot
                 try:
-                    await exit_slot.park(None, _ignore)
+                    # The recheck: the last job settled inside enqueue (by a
+                    # finalizer), which closed the executor before the
+                    # waiter was in place for the close to grant it.
+                    await exit_slot.park(None, _ignore, self._closed_meanwhile)
                 except BaseException as exc:
                     exc_val = exc
                     exc_type = type(exc)
@@ -513,6 +519,9 @@ class Executor:
             if not any(e is m for m in merged):
                 merged.append(e)
         return BaseExceptionGroup("unhandled errors in an Executor", merged)
+
+    def _closed_meanwhile(self, waiter: Waiter[Any]) -> bool:
+        return self._closed
 
     def _close(self) -> None:
         # Every job has settled and the body is done: no more spawns.
@@ -729,9 +738,17 @@ class Executor:
             # No worker will come to make room (JoinHandle.__await__): the
             # executor is cancelled now, and the job is born cancelled.
             return self.spawn(fn, *args)
-        handle: JoinHandle[T] = await self._submitters.park(
-            (fn, args), None, kept=_withdraw_unstarted
+        granted = await self._submitters.park(
+            (fn, args), None, self._submit_room_made, _withdraw_unstarted
         )
+        if granted is WITHDRAWN:
+            # Room was made inside the park's enqueue (its recheck): spawn
+            # as if it had been there before this call, which then owed
+            # the checkpoint it skipped to park.
+            if budget.left <= 0:
+                await budget_checkpoint()
+            return self.spawn(fn, *args)
+        handle: JoinHandle[T] = granted
         return handle
 
     def _submit_waits(self) -> bool:
@@ -748,6 +765,17 @@ class Executor:
                 and not self._submitters.parked
             )
         )
+
+    def _submit_room_made(self, waiter: Waiter[Any]) -> bool:
+        # park()'s recheck for a submit: whether, with its waiter parked (the
+        # last), the submit need not wait after all, as room was made inside
+        # enqueue (by a finalizer), before the waiter was in place to be
+        # admitted.  Room left over means that no submitter waits before
+        # this one: making room admits the head at once.  (A close or a
+        # cancellation leaves no live job queued either.)
+        limit = self._max_queued
+        assert limit is not None
+        return len(self._queue) - self._queue_dead < limit
 
     def _admit_submitter(self) -> None:
         # Called when a worker took a job off the queue, or a queued job was
@@ -908,6 +936,12 @@ class Executor:
                         # are only ever granted: a job, or None (the close, the
                         # sweeper).  The payload is read by the sweeper only.
                         waiter = idle.enqueue(self._tick)
+                        if waiter.state is PENDING and (queue or self._closed):
+                            # A job spawned, or the executor closed, inside
+                            # enqueue (by a finalizer), before the waiter was
+                            # in place to be granted: look again.
+                            idle.withdraw(waiter)
+                            continue
                         try:
                             await waiter.wait
                         except BaseException as exc:

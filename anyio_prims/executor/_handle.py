@@ -38,7 +38,7 @@ from __future__ import annotations
 from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
 
-from .._core import BUDGET, BUDGET_SIZE, WaitQueue, budget_checkpoint
+from .._core import BUDGET, BUDGET_SIZE, PENDING, WaitQueue, budget_checkpoint
 
 if TYPE_CHECKING:
     from ._executor import Executor
@@ -161,15 +161,25 @@ class JoinHandle(Generic[T]):
             # waiters.park(None, _ignore), written out: one frame less on
             # every join that waits.  Settling only grants.
             waiter = waiters.enqueue(None)
-            try:
-                yield from waiter.wait.__await__()
-            except BaseException as exc:
-                waiters._interrupted(waiter, exc, _ignore)
-                raise
-            BUDGET.left = BUDGET_SIZE  # woken: a schedule point (_core/_budget.py)
-            # Granted (value None): recycle the waiter (see _core/_waiter.py)
-            # on the queue, wherever that has gone since.
-            waiters._spare = waiter
+            if waiter.state is PENDING and self._state >= SUCCEEDED:
+                # Settled inside enqueue, before the waiter was in place (a
+                # finalizer that a collection ran there cancelled the job;
+                # see WaitQueue.withdraw): as if settled before this call.
+                waiters.withdraw(waiter)
+                budget = BUDGET
+                budget.left -= 1
+                if budget.left <= 0:
+                    yield from _budget_checkpoint().__await__()
+            else:
+                try:
+                    yield from waiter.wait.__await__()
+                except BaseException as exc:
+                    waiters._interrupted(waiter, exc, _ignore)
+                    raise
+                BUDGET.left = BUDGET_SIZE  # woken: a schedule point (_core/_budget.py)
+                # Granted (value None): recycle the waiter (see
+                # _core/_waiter.py) on the queue, wherever that has gone since.
+                waiters._spare = waiter
         if self._state == SUCCEEDED:  # _outcome()'s common case, no call
             value: T = self._value
             return value

@@ -42,6 +42,7 @@ from .._core import (
     BUDGET,
     MARKING,
     Slot,
+    Waiter,
     budget_checkpoint,
     checkpoint_if_cancelled,
     on_trio,
@@ -263,7 +264,9 @@ class MapIterator(Generic[T]):
                     # it ran: they are settled as cancelled now (see
                     # JoinHandle.__await__).  Deliver them.
                     continue
-                await self._wakeup.park(None, _ignore)
+                # The recheck: the map closed inside enqueue (by a
+                # finalizer), before the waiter was in place to be woken.
+                await self._wakeup.park(None, _ignore, self._completes_now_of)
         finally:
             self._busy = False
 
@@ -271,6 +274,10 @@ class MapIterator(Generic[T]):
         if self._ordered:
             return len(self._inflight)
         return len(self._running) + len(self._done)
+
+    def _completes_now_of(self, waiter: Waiter[None]) -> bool:
+        # park()'s recheck: look again instead of waiting.
+        return self._completes_now()
 
     def _completes_now(self) -> bool:
         # Whether __anext__ returns or raises without waiting: closed, a
