@@ -714,11 +714,10 @@ class Executor:
         Otherwise reaches a checkpoint at least once every 64 calls.  A
         submit cancelled while it waits spawned nothing; one whose job was
         spawned just as it was cancelled returns the handle and the
-        cancellation is raised at the task's next checkpoint.  A Ctrl-C
-        cannot be deferred that way: a submit that raises
-        ``KeyboardInterrupt`` spawned nothing, except, with the generic
-        waiter on Trio, a job that a worker started before the interrupted
-        task ran (that job runs on).
+        cancellation is raised at the task's next checkpoint.  A submit
+        that raises ``KeyboardInterrupt`` (Trio) spawned nothing, except,
+        with the generic waiter, a job that a worker started before the
+        interrupted task ran (that job runs on).
 
         :raises RuntimeError: if the executor has not been entered or is closed
         :raises TypeError: if ``fn`` is not callable (before any wait)
@@ -732,24 +731,26 @@ class Executor:
         # A submit that must wait parks at once: parking is its checkpoint.
         if budget.left <= 0 and not self._submit_waits():
             await budget_checkpoint()
-        if self._max_queued is None or not self._submit_waits():
-            return self.spawn(fn, *args)
-        if self._starting and self._workers_gone():
-            # No worker will come to make room (JoinHandle.__await__): the
-            # executor is cancelled now, and the job is born cancelled.
-            return self.spawn(fn, *args)
-        granted = await self._submitters.park(
-            (fn, args), None, self._submit_room_made, _withdraw_unstarted
-        )
-        if granted is WITHDRAWN:
-            # Room was made inside the park's enqueue (its recheck): spawn
-            # as if it had been there before this call, which then owed
-            # the checkpoint it skipped to park.
-            if budget.left <= 0:
-                await budget_checkpoint()
-            return self.spawn(fn, *args)
-        handle: JoinHandle[T] = granted
-        return handle
+        while self._max_queued is not None and self._submit_waits():
+            if self._starting and self._workers_gone():
+                # No worker will come to make room (JoinHandle.__await__):
+                # the executor is cancelled now, and the job is born
+                # cancelled.
+                break
+            granted = await self._submitters.park(
+                (fn, args), None, self._submit_room_made, _withdraw_unstarted
+            )
+            if granted is not WITHDRAWN:
+                handle: JoinHandle[T] = granted
+                return handle
+            # Room was made inside the park's enqueue (its recheck), as if
+            # before this call, which then owes the checkpoint it skipped
+            # to park.  No other task has run: the room is this call's,
+            # unless that checkpoint lets another submit take it.
+            if budget.left > 0:
+                break
+            await budget_checkpoint()
+        return self.spawn(fn, *args)
 
     def _submit_waits(self) -> bool:
         # Whether a submit must wait now: the queue holds max_queued live

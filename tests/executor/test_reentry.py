@@ -17,7 +17,8 @@ from typing import Any
 import anyio
 import pytest
 
-from anyio_prims import Executor, JobCancelled, JoinHandle
+from anyio_prims import Event, Executor, JobCancelled, JoinHandle
+from anyio_prims._core import BUDGET
 
 from .._reentry import Arm, arm_inside_enqueue
 from .._tasks import settle
@@ -98,6 +99,47 @@ async def test_a_submit_leaves_the_room_made_while_it_parks_to_an_earlier_one(
             assert executor.statistics().jobs_queued == 1
             release.set()
         assert order == ["first", "second"]
+
+
+async def test_a_submit_given_room_while_it_parks_looks_again_after_its_checkpoint(
+    inside_enqueue: Arm,
+) -> None:
+    # The submit's budget checkpoint is due, so it parks (the queue is full)
+    # without taking it.  A finalizer makes room and wakes another task,
+    # which submits during the checkpoint the first submit owes after its
+    # recheck: that task takes the room, and the first submit must wait
+    # again, not overfill the queue.  (On Trio the other task runs first
+    # in about half the runs; on asyncio always.)
+    release = anyio.Event()
+    go = Event()
+    queued_counts: list[int] = []
+
+    async def other_submitter() -> None:
+        await go.wait()
+        await executor.submit(anyio.sleep, 0)
+        queued_counts.append(executor.statistics().jobs_queued)
+
+    async with Executor(max_workers=1, max_queued=1) as executor:
+        executor.spawn(release.wait)
+        await settle()
+        queued = executor.spawn(anyio.sleep, 0)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(other_submitter)
+            await settle()
+
+            def make_room() -> None:
+                queued.cancel()
+                go.set()
+
+            inside_enqueue(make_room)
+            BUDGET.left = 1
+            async with anyio.create_task_group() as inner:
+                inner.start_soon(executor.submit, anyio.sleep, 0)
+                await settle()
+                queued_counts.append(executor.statistics().jobs_queued)
+                release.set()
+    assert queued_counts
+    assert max(queued_counts) == 1
 
 
 async def test_an_exit_returns_when_the_last_job_is_cancelled_while_it_parks(
