@@ -133,11 +133,12 @@ async def test_a_submit_given_room_while_it_parks_looks_again_after_its_checkpoi
 
             inside_enqueue(make_room)
             BUDGET.left = 1
-            async with anyio.create_task_group() as inner:
-                inner.start_soon(executor.submit, anyio.sleep, 0)
-                await settle()
-                queued_counts.append(executor.statistics().jobs_queued)
-                release.set()
+            with anyio.fail_after(5):  # a submit that missed the room hangs
+                async with anyio.create_task_group() as inner:
+                    inner.start_soon(executor.submit, anyio.sleep, 0)
+                    await settle()
+                    queued_counts.append(executor.statistics().jobs_queued)
+                    release.set()
     assert queued_counts
     assert max(queued_counts) == 1
 
