@@ -363,8 +363,26 @@ async def semaphore_cancellation(ns: SimpleNamespace, t: Tracer) -> None:
     t.add("timed out", scope.cancelled_caught, sem.value, sem.statistics())
 
 
+async def semaphore_with_no_room(ns: SimpleNamespace, t: Tracer) -> None:
+    # max_value equal to a value of 0: never acquirable, never releasable.
+    for fast in (False, True):
+        sem = ns.Semaphore(0, max_value=0, fast_acquire=fast)
+        t.add(fast, sem.value, sem.max_value, sem.statistics())
+        t.call("release", sem.release)
+        t.call("nowait", sem.acquire_nowait)
+        with anyio.move_on_after(0.01) as scope:
+            await sem.acquire()
+        t.add("timed out", scope.cancelled_caught, sem.value, sem.statistics())
+
+
 @pytest.mark.parametrize(
-    "scenario", [semaphore_counting, semaphore_fifo, semaphore_cancellation]
+    "scenario",
+    [
+        semaphore_counting,
+        semaphore_fifo,
+        semaphore_cancellation,
+        semaphore_with_no_room,
+    ],
 )
 async def test_semaphore_matches_anyio(
     scenario: Scenario, anyio_backend_name: str
