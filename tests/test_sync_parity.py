@@ -375,6 +375,34 @@ async def semaphore_with_no_room(ns: SimpleNamespace, t: Tracer) -> None:
         t.add("timed out", scope.cancelled_caught, sem.value, sem.statistics())
 
 
+async def semaphore_with_no_room_and_waiters(ns: SimpleNamespace, t: Tracer) -> None:
+    # Semaphore(0, max_value=0) with tasks waiting: AnyIO's asyncio class
+    # refuses the release; on Trio (Trio's class) it goes to the first task
+    # still waiting, past one cancelled before the release.
+    for fast in (False, True):
+        sem = ns.Semaphore(0, max_value=0, fast_acquire=fast)
+        scopes: dict[str, anyio.CancelScope] = {}
+
+        async def take(
+            name: str,
+            sem: Any = sem,
+            scopes: dict[str, anyio.CancelScope] = scopes,
+        ) -> None:
+            with anyio.CancelScope() as scopes[name]:
+                await sem.acquire()
+                t.add("acquired", name, sem.value)
+
+        async with anyio.create_task_group() as tg:
+            await start_in_order(tg, *(partial(take, n) for n in "abc"))
+            t.add(fast, sem.statistics())
+            scopes["a"].cancel()
+            t.call("release", sem.release)
+            await settle()
+            t.add(sem.value, sem.statistics())
+            tg.cancel_scope.cancel()
+        t.add(sem.value, sem.statistics())
+
+
 @pytest.mark.parametrize(
     "scenario",
     [
@@ -382,6 +410,7 @@ async def semaphore_with_no_room(ns: SimpleNamespace, t: Tracer) -> None:
         semaphore_fifo,
         semaphore_cancellation,
         semaphore_with_no_room,
+        semaphore_with_no_room_and_waiters,
     ],
 )
 async def test_semaphore_matches_anyio(

@@ -401,17 +401,30 @@ class Semaphore(CopiedWhole):
 
         Never blocks; not a checkpoint.
 
-        :raises ValueError: if the value would exceed ``max_value``
+        :raises ValueError: if the value would exceed ``max_value`` (on
+            Trio only if no task waits: see :meth:`_at_ceiling`)
         """
         sem = self._sem
         if self._max_value is not None and sem._value >= self._max_value:
-            raise ValueError("semaphore released too many times")
+            self._at_ceiling()
+            return
         # BatchSemaphore._grant_waiters() for one unit: every request here is
         # for one unit, so the first live waiter takes it.
         waiters = sem._waiters
         if waiters.parked and waiters.grant_head(1) is not None:
             return
         sem._value += 1
+
+    def _at_ceiling(self) -> None:
+        # A release with the value at max_value.  Tasks wait only while the
+        # value is 0, so only max_value=0 reaches this with tasks waiting.
+        # AnyIO's asyncio Semaphore tests the ceiling first and raises; on
+        # Trio, AnyIO's Semaphore is Trio's, which hands the unit to a
+        # waiting task first (the value stays at the ceiling) and raises
+        # only if none waits.
+        waiters = self._sem._waiters
+        if not (on_trio() and waiters.parked and waiters.grant_head(1) is not None):
+            raise ValueError("semaphore released too many times")
 
     def _give_back_unit(self, _n: int = 1) -> None:
         # The unit taken for the checkpoint of an uncontended acquire that
@@ -421,9 +434,12 @@ class Semaphore(CopiedWhole):
         # taking the unit after the checkpoint, would have refused; while a
         # grant was pending the value did not show the unit): the unit is
         # then not put back above the ceiling, and the acquire raises its
-        # cancellation, not that release's ValueError.
+        # cancellation, not that release's ValueError.  On Trio it still goes
+        # to a task that waits, as release() hands it there (_at_ceiling).
         if self._max_value is None or self._sem._value < self._max_value:
             self.release()
+        elif on_trio() and self._sem._waiters.parked:
+            self._sem._waiters.grant_head(1)
 
     @property
     def value(self) -> int:
