@@ -401,8 +401,9 @@ class Semaphore(CopiedWhole):
 
         Never blocks; not a checkpoint.
 
-        :raises ValueError: if the value would exceed ``max_value`` (on
-            Trio only if no task waits: see :meth:`_at_ceiling`)
+        :raises ValueError: if the value would exceed ``max_value``.  On
+            Trio, as with AnyIO's (Trio's) ``Semaphore``, a task that waits
+            (possible only with ``max_value=0``) takes the unit instead.
         """
         sem = self._sem
         if self._max_value is not None and sem._value >= self._max_value:
