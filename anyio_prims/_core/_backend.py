@@ -688,21 +688,30 @@ def rearm_cancellation(
     effect (a send whose item a receiver has taken): the operation returns
     normally, and the task is cancelled again at its next schedule point.
 
-    * asyncio: the request is handed back with ``uncancel()`` and made again
-      with ``cancel()``, so ``Task.cancelling()`` (what ``asyncio.timeout()``
-      and AnyIO's cancel scopes count) is the same as before it was caught.
-      An AnyIO cancel scope's cancellation is left alone: those scopes are
-      level-triggered on asyncio too (the scope cancels the task again at its
-      next wait inside it) and count their own ``cancel()`` calls to undo at
-      exit.  Re-armed, it would outlive the scope on Python 3.10-3.12, where
-      ``uncancel()`` leaves a pending ``cancel()`` pending: a scope that ends
-      right after the send would let it out, at the first await after it.
-      But a task woken by an AnyIO scope's cancellation may have been
-      cancelled again before it ran (by ``asyncio.timeout()``, or
-      ``task.cancel()``): asyncio counts that request in ``cancelling()``
-      but raises only the first one's exception.  Given the count when the
-      task parked (``cancelling_before``), a rise of more than the scope's
-      one request means such a request came too, and it is re-armed.  AnyIO
+    * asyncio: the request stays counted in ``Task.cancelling()`` (what
+      ``asyncio.timeout()`` and AnyIO's cancel scopes count) and is made
+      again once the task has stopped at its next checkpoint: a loop
+      callback, queued now, runs after the task's current step and calls
+      ``cancel()`` (then ``uncancel()``, for the count) if the task is not
+      done and its ``cancelling()`` is above 0.  A request withdrawn by
+      then is not made again, as Python 3.13's ``uncancel()`` withdraws a
+      pending ``cancel()`` when the count reaches 0: an ``asyncio.timeout()``
+      block that expired at such a send and ends right after it lets
+      nothing out (a ``cancel()`` made at once would, on 3.11 and 3.12,
+      whose ``uncancel()`` leaves it pending).  A task that ends in this
+      step is not cancelled: its last call did what it was asked.  Python
+      3.10 has no count; there the request is made again unless the task
+      is done.
+    * An AnyIO cancel scope's cancellation (asyncio) is left alone: those
+      scopes are level-triggered on asyncio too (the scope cancels the task
+      again at its next wait inside it) and count their own ``cancel()``
+      calls to undo at exit.  But a task woken by an AnyIO scope's
+      cancellation may have been cancelled again before it ran (by
+      ``asyncio.timeout()``, or ``task.cancel()``): asyncio counts that
+      request in ``cancelling()`` but raises only the first one's
+      exception.  Given the count when the task parked
+      (``cancelling_before``), a rise of more than the scope's one request
+      means such a request came too, and it is re-armed as above.  AnyIO
       cancels a task at most once while it waits; the native waiters never
       grant a task AnyIO has cancelled, so only the generic waiter passes it.
     * Trio: cancellation is level-triggered; the scope is still cancelled and
@@ -721,10 +730,21 @@ def rearm_cancellation(
         message = None  # the other request's message is not kept
     else:
         message = exc.args[0] if exc.args else None
-    uncancel = getattr(task, "uncancel", None)
-    if uncancel is not None:
-        uncancel()
-    task.cancel(message)
+    task.get_loop().call_soon(_cancel_again, task, message)
+
+
+def _cancel_again(task: Any, message: object) -> None:
+    # rearm_cancellation()'s request, made when the task has stopped at its
+    # next checkpoint (or ended): unless it ended or the request was
+    # withdrawn meanwhile.  The count stays what it was.
+    if task.done():
+        return
+    cancelling = getattr(task, "cancelling", None)
+    if cancelling is None:  # 3.10
+        task.cancel(message)
+    elif cancelling() > 0:
+        task.cancel(message)
+        task.uncancel()
 
 
 #: AnyIO's asyncio backend's ``checkpoint_if_cancelled``, bound on first use

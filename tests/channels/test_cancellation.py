@@ -17,6 +17,7 @@ import contextlib
 import itertools
 import math
 import sys
+import time
 from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any
@@ -52,6 +53,12 @@ def source(request: pytest.FixtureRequest, anyio_backend_name: str) -> str:
 
 def channel(flavour: str, capacity: float, **kwargs: Any) -> Any:
     return CHANNELS[flavour](capacity, **kwargs)
+
+
+def plain_asyncio_only(anyio_backend_name: str) -> None:
+    """Skip a test of plain asyncio cancellation on Trio."""
+    if anyio_backend_name != "asyncio":
+        pytest.skip("plain asyncio cancellation")
 
 
 # ---------------------------------------------------------------------------
@@ -162,8 +169,7 @@ async def test_a_cancelled_blocked_receive_frees_the_single_receiver(
 async def test_strict_checkpoint_cancelled_by_task_cancel_does_nothing(
     flavour: str, anyio_backend_name: str
 ) -> None:
-    if anyio_backend_name != "asyncio":
-        pytest.skip("plain asyncio cancellation")
+    plain_asyncio_only(anyio_backend_name)
     tx, rx = channel(flavour, 2, strict=True)
     await tx.send(1)
     task = asyncio.current_task()
@@ -474,8 +480,7 @@ async def test_a_receive_that_admits_a_parked_sender_during_a_grant_keeps_the_or
 async def test_an_item_given_back_when_every_receiver_closed_is_dropped(
     flavour: str, anyio_backend_name: str
 ) -> None:
-    if anyio_backend_name != "asyncio":
-        pytest.skip("plain asyncio cancellation")
+    plain_asyncio_only(anyio_backend_name)
     tx, rx = channel(flavour, 1)
     async with anyio.create_task_group() as tg:
         receiver = Call(rx.receive, "asyncio_task_cancel").start(tg)
@@ -602,8 +607,7 @@ async def test_a_send_whose_item_was_taken_returns_and_is_cancelled_later(
 async def test_a_rearmed_cancellation_keeps_task_cancelling_count(
     flavour: str, anyio_backend_name: str
 ) -> None:
-    if anyio_backend_name != "asyncio":
-        pytest.skip("plain asyncio cancellation")
+    plain_asyncio_only(anyio_backend_name)
     if sys.version_info < (3, 11):
         pytest.skip("Task.cancelling() is 3.11+")
     tx, rx = channel(flavour, 0)
@@ -624,8 +628,7 @@ async def test_a_rearmed_cancellation_keeps_task_cancelling_count(
 async def test_a_rearmed_cancellation_does_not_trip_an_enclosing_asyncio_timeout(
     flavour: str, anyio_backend_name: str
 ) -> None:
-    if anyio_backend_name != "asyncio":
-        pytest.skip("plain asyncio cancellation")
+    plain_asyncio_only(anyio_backend_name)
     if sys.version_info < (3, 11):
         pytest.skip("asyncio.timeout is 3.11+")
     tx, rx = channel(flavour, 0)
@@ -648,6 +651,97 @@ async def test_a_rearmed_cancellation_does_not_trip_an_enclosing_asyncio_timeout
     task.cancel()
     await task
     assert outcome == ["sent", "cancelled"]
+
+
+async def test_a_timeout_that_expires_at_a_taken_send_lets_nothing_out_of_its_block(
+    flavour: str, anyio_backend_name: str
+) -> None:
+    # The timeout expires on a send whose item a receiver took in the same
+    # step, and the block ends right after the send: the send returns, the
+    # timeout counts as expired, and the task runs on past the block (on
+    # Python 3.11 and 3.12 a cancel() re-made at once stayed pending after
+    # the timeout's uncancel(), and the next await raised it).
+    plain_asyncio_only(anyio_backend_name)
+    if sys.version_info < (3, 11):
+        pytest.skip("asyncio.timeout is 3.11+")
+    tx, rx = channel(flavour, 0)
+    loop = asyncio.get_running_loop()
+    events: list[str] = []
+    timeouts: list[Any] = []  # asyncio.Timeout, 3.11+
+
+    async def send_in_timeout() -> None:
+        async with asyncio.timeout(None) as timeout:
+            timeouts.append(timeout)
+            await tx.send("x")
+            events.append("sent")
+        events.append(f"expired={timeout.expired()}")
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        events.append("ran on")
+
+    task = loop.create_task(send_in_timeout())
+    await settle()
+    # The timeout's callback is queued first (a past deadline), then the
+    # grant: it fires on a wait that has been granted.
+    timeouts[0].reschedule(loop.time())
+    assert rx.receive_nowait() == "x"
+    await asyncio.wait([task])
+    assert not task.cancelled()
+    assert events == ["sent", "expired=True", "ran on"]
+    assert task.cancelling() == 0
+
+
+async def test_a_task_that_ends_with_a_send_taken_as_it_is_cancelled_ends_normally(
+    flavour: str, anyio_backend_name: str
+) -> None:
+    # The send was the task's last call: it did what it was asked, and the
+    # task has no checkpoint left for the cancellation to take effect at.
+    plain_asyncio_only(anyio_backend_name)
+    tx, rx = channel(flavour, 0)
+    task = asyncio.get_running_loop().create_task(tx.send("x"))
+    await settle()
+    assert rx.receive_nowait() == "x"
+    task.cancel()
+    await asyncio.wait([task])
+    assert not task.cancelled()
+    assert task.result() is None
+
+
+async def test_a_send_taken_inside_wait_for_as_it_times_out_is_reported_sent(
+    flavour: str, anyio_backend_name: str
+) -> None:
+    # asyncio.wait_for() whose timeout fires as a receiver takes the item:
+    # wait_for() returns the send's result, and the caller runs on.  On
+    # 3.10 and 3.11 wait_for() runs the send in a task of its own, which it
+    # cancels when its timeout has woken it: the timeout first, then the
+    # receive.  From 3.12 it runs the send inside asyncio.timeout(), which
+    # cancels the caller's task: the receive first.
+    plain_asyncio_only(anyio_backend_name)
+    tx, rx = channel(flavour, 0)
+    loop = asyncio.get_running_loop()
+    events: list[str] = []
+
+    async def send_with_wait_for() -> None:
+        try:
+            await asyncio.wait_for(tx.send("x"), timeout=0.2)
+        except asyncio.TimeoutError:
+            events.append("timed out")
+        else:
+            events.append("sent")
+        await asyncio.sleep(0)
+        events.append("ran on")
+
+    task = loop.create_task(send_with_wait_for())
+    await settle()
+    # Block the loop past both: the two callbacks run in one step, in the
+    # order of their deadlines.
+    got: list[str] = []
+    receive_at = 0.01 if sys.version_info >= (3, 12) else 0.3
+    loop.call_at(loop.time() + receive_at, lambda: got.append(rx.receive_nowait()))
+    loop.call_soon(time.sleep, 0.35)
+    await asyncio.wait([task])
+    assert got == ["x"]
+    assert events == ["sent", "ran on"]
 
 
 async def _in_a_scope_under_another_cancellation(
@@ -744,8 +838,7 @@ async def test_a_send_cancelled_by_an_anyio_scope_and_plain_asyncio_loses_neithe
     # cancelled at once, a send returns normally with the generic waiter and
     # delivers nothing with the native ones.  Python 3.10 has no cancel
     # count: AnyIO's own scope then takes a task.cancel() as its own.)
-    if anyio_backend_name != "asyncio":
-        pytest.skip("plain asyncio cancellation")
+    plain_asyncio_only(anyio_backend_name)
     if sys.version_info < (3, 11):
         pytest.skip("asyncio.timeout and Task.cancelling() are 3.11+")
     if not await _anyio_scope_leaves_a_foreign_cancellation(other):
