@@ -419,6 +419,37 @@ async def test_semaphore_matches_anyio(
     await assert_same_trace(scenario, anyio_backend_name)
 
 
+async def semaphore_with_no_room_released_by_a_loop_callback(
+    ns: SimpleNamespace, t: Tracer
+) -> None:
+    # On asyncio, with Trio imported (as here): a release() that no task
+    # makes (a loop callback, a call from another thread) is asyncio's.
+    sem = ns.Semaphore(0, max_value=0)
+
+    async def take() -> None:
+        await sem.acquire()
+        t.add("acquired")
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(take)
+        await settle()
+        asyncio.get_running_loop().call_soon(t.call, "release", sem.release)
+        await settle()
+        t.add(sem.value, sem.statistics())
+        tg.cancel_scope.cancel()
+
+
+async def test_a_semaphore_released_by_an_asyncio_loop_callback_matches_anyio(
+    anyio_backend_name: str,
+) -> None:
+    if anyio_backend_name != "asyncio":
+        pytest.skip("asyncio's loop callbacks")
+    assert "trio" in sys.modules
+    await assert_same_trace(
+        semaphore_with_no_room_released_by_a_loop_callback, anyio_backend_name
+    )
+
+
 # The order of an acquire's checkpoints (Lock, Semaphore, CapacityLimiter)
 
 

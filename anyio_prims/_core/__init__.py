@@ -18,6 +18,7 @@ from ._backend import (
     task_finder,
     task_info,
     threadsafe_call_soon,
+    trio_task_runs,
     uncancel_to,
 )
 from ._budget import BUDGET, BUDGET_SIZE
@@ -75,5 +76,6 @@ __all__ = [
     "task_finder",
     "task_info",
     "threadsafe_call_soon",
+    "trio_task_runs",
     "uncancel_to",
 ]

@@ -610,6 +610,23 @@ def on_trio() -> bool:
     return asyncio_loop() is None and "trio" in sys.modules
 
 
+def trio_task_runs() -> bool:
+    """Whether a Trio task is running on this thread, as Trio itself says.
+
+    :func:`on_trio` answers yes wherever Trio is imported and no asyncio
+    task runs, which includes an asyncio loop's callbacks (timers, a call
+    from another thread): enough to choose wording.  Behaviour that
+    differs by backend asks this instead.
+    """
+    if "trio" not in sys.modules or asyncio_loop() is not None:
+        return False
+    try:
+        trio_lowlevel().current_task()
+    except RuntimeError:
+        return False
+    return True
+
+
 def is_cancellation(exc: BaseException) -> bool:
     """Whether ``exc`` is the running backend's cancellation exception.
 

@@ -76,6 +76,7 @@ from .._core import (
     take_checkpoints,
     task_finder,
     task_info,
+    trio_task_runs,
 )
 from ._batch_semaphore import fair_semaphore
 
@@ -424,7 +425,9 @@ class Semaphore(CopiedWhole):
         # waiting task first (the value stays at the ceiling) and raises
         # only if none waits.
         waiters = self._sem._waiters
-        if not (on_trio() and waiters.parked and waiters.grant_head(1) is not None):
+        if not (
+            waiters.parked and trio_task_runs() and waiters.grant_head(1) is not None
+        ):
             raise ValueError("semaphore released too many times")
 
     def _give_back_unit(self, _n: int = 1) -> None:
@@ -439,7 +442,7 @@ class Semaphore(CopiedWhole):
         # to a task that waits, as release() hands it there (_at_ceiling).
         if self._max_value is None or self._sem._value < self._max_value:
             self.release()
-        elif on_trio() and self._sem._waiters.parked:
+        elif self._sem._waiters.parked and trio_task_runs():
             self._sem._waiters.grant_head(1)
 
     @property
