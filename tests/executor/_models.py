@@ -1,6 +1,6 @@
-"""What the executor's model tests (``test_model.py``, ``test_map_model.py``)
-share: hypothesis's phases for them, runs whose failure comes alone, and an
-executor block that must exit."""
+"""What the executor's model tests (``test_model.py``, ``test_map_model.py``,
+``test_fail_fast_model.py``) share: hypothesis's phases for them, runs whose
+failure comes alone, and an executor block that must exit."""
 
 from __future__ import annotations
 
@@ -56,6 +56,8 @@ async def run_block(
     executor: Executor,
     body: Callable[[Executor], Awaitable[T]],
     helpers: anyio.abc.TaskGroup,
+    *,
+    cancelled: T | None = None,
 ) -> tuple[T, list[str]]:
     """Enter ``executor``'s block, await ``body(executor)`` in it, and leave:
     ``body``'s result and the messages of the ``ValueError``\\ s the block
@@ -70,6 +72,11 @@ async def run_block(
     ``AssertionError``, or a model's own ``ValueError`` where it and the
     executor disagree) cancels the block and is raised alone, not in a
     group with whatever the jobs raised.
+
+    ``cancelled``: where the block may cancel ``body`` (``fail_fast``), the
+    result to return if it does; the cancellation goes on into the block's
+    exit, which must exit all the same.  Without it a cancellation of
+    ``body`` is raised.
     """
     exit_errors: list[str] = []
     failed: list[Exception] = []
@@ -85,6 +92,10 @@ async def run_block(
                 await settle()
             guard.cancel()
 
+    def must_exit(guard: anyio.CancelScope) -> None:
+        helpers.start_soon(watchdog, guard)
+        guard.deadline = anyio.current_time() + 30  # in case
+
     with anyio.CancelScope() as guard:
         try:
             async with executor:
@@ -93,11 +104,21 @@ async def run_block(
                 except Exception as exc:
                     failed.append(exc)
                     guard.cancel()
+                except anyio.get_cancelled_exc_class():
+                    if cancelled is None:
+                        raise
+                    result = cancelled
+                    must_exit(guard)
+                    raise
                 else:
-                    helpers.start_soon(watchdog, guard)
-                    guard.deadline = anyio.current_time() + 30  # in case
+                    must_exit(guard)
         except BaseExceptionGroup as group:
-            if not failed and not all(type(e) is ValueError for e in group.exceptions):
+            # A deadlock's cancellation may leave more than the jobs' errors.
+            if (
+                not failed
+                and not guard.cancel_called
+                and not all(type(e) is ValueError for e in group.exceptions)
+            ):
                 raise
             exit_errors = [str(e) for e in group.exceptions]
         finally:
