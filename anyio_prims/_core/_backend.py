@@ -710,15 +710,18 @@ def rearm_cancellation(
       again once the task has stopped at its next checkpoint: a loop
       callback, queued now, runs after the task's current step and calls
       ``cancel()`` (then ``uncancel()``, for the count) if the task is not
-      done and its ``cancelling()`` is above 0.  A request withdrawn by
-      then is not made again, as Python 3.13's ``uncancel()`` withdraws a
-      pending ``cancel()`` when the count reaches 0: an ``asyncio.timeout()``
-      block that expired at such a send and ends right after it lets
-      nothing out (a ``cancel()`` made at once would, on 3.11 and 3.12,
-      whose ``uncancel()`` leaves it pending).  A task that ends in this
-      step is not cancelled: its last call did what it was asked.  Python
-      3.10 has no count; there the request is made again unless the task
-      is done.
+      done and its ``cancelling()`` is above 0: Python 3.13's
+      ``uncancel()`` withdraws a pending ``cancel()`` when the count
+      reaches 0, and keeps it otherwise.  So an ``asyncio.timeout()`` block
+      that expired at such a send and ends right after it lets nothing out
+      (a ``cancel()`` made at once would, on 3.11 and 3.12, whose
+      ``uncancel()`` leaves it pending).  The count does not tell which
+      requests came during the wait: with another one still counted (a
+      cleanup after a caught cancellation, a shielded AnyIO scope inside a
+      cancelled one), a withdrawn request is made again, as 3.13 keeps a
+      pending one there.  A task that ends in this step is not cancelled:
+      its last call did what it was asked.  Python 3.10 has no count;
+      there the request is made again unless the task is done.
     * An AnyIO cancel scope's cancellation (asyncio) is left alone: those
       scopes are level-triggered on asyncio too (the scope cancels the task
       again at its next wait inside it) and count their own ``cancel()``

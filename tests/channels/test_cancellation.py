@@ -691,6 +691,49 @@ async def test_a_timeout_that_expires_at_a_taken_send_lets_nothing_out_of_its_bl
     assert task.cancelling() == 0
 
 
+@pytest.mark.parametrize("expired", ["outer", "inner", "both"])
+async def test_nested_timeouts_that_expire_at_a_taken_send_keep_each_expiry(
+    flavour: str, anyio_backend_name: str, expired: str
+) -> None:
+    # Two asyncio.timeout() blocks around a send; one or both expire as a
+    # receiver takes the item, and only the inner block ends before the
+    # next await.  An expired outer block still ends with TimeoutError
+    # (two requests were made during the wait, one withdrawn by the inner
+    # block's exit); an expired inner block alone lets nothing out.
+    plain_asyncio_only(anyio_backend_name)
+    if sys.version_info < (3, 11):
+        pytest.skip("asyncio.timeout is 3.11+")
+    tx, rx = channel(flavour, 0)
+    loop = asyncio.get_running_loop()
+    events: list[str] = []
+    timeouts: dict[str, Any] = {}  # asyncio.Timeout, 3.11+
+
+    async def send_in_timeouts() -> None:
+        try:
+            async with asyncio.timeout(None) as timeouts["outer"]:
+                async with asyncio.timeout(None) as timeouts["inner"]:
+                    await tx.send("x")
+                events.append("inner exited")
+                await asyncio.sleep(0)
+                events.append("ran on in the outer block")
+        except TimeoutError:
+            events.append("outer timed out")
+        await asyncio.sleep(0)
+        events.append("ran on")
+
+    task = loop.create_task(send_in_timeouts())
+    await settle()
+    for name in ("outer", "inner") if expired == "both" else (expired,):
+        timeouts[name].reschedule(loop.time())
+    assert rx.receive_nowait() == "x"
+    await asyncio.wait([task])
+    if expired == "inner":
+        assert events == ["inner exited", "ran on in the outer block", "ran on"]
+    else:
+        assert events == ["inner exited", "outer timed out", "ran on"]
+    assert task.cancelling() == 0
+
+
 async def test_a_task_that_ends_with_a_send_taken_as_it_is_cancelled_ends_normally(
     flavour: str, anyio_backend_name: str
 ) -> None:
@@ -723,7 +766,7 @@ async def test_a_send_taken_inside_wait_for_as_it_times_out_is_reported_sent(
 
     async def send_with_wait_for() -> None:
         try:
-            await asyncio.wait_for(tx.send("x"), timeout=0.2)
+            await asyncio.wait_for(tx.send("x"), timeout=0.5)
         except asyncio.TimeoutError:
             events.append("timed out")
         else:
@@ -736,9 +779,9 @@ async def test_a_send_taken_inside_wait_for_as_it_times_out_is_reported_sent(
     # Block the loop past both: the two callbacks run in one step, in the
     # order of their deadlines.
     got: list[str] = []
-    receive_at = 0.01 if sys.version_info >= (3, 12) else 0.3
+    receive_at = 0.01 if sys.version_info >= (3, 12) else 0.55
     loop.call_at(loop.time() + receive_at, lambda: got.append(rx.receive_nowait()))
-    loop.call_soon(time.sleep, 0.35)
+    loop.call_soon(time.sleep, 0.6)
     await asyncio.wait([task])
     assert got == ["x"]
     assert events == ["sent", "ran on"]
