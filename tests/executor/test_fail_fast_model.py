@@ -518,6 +518,12 @@ async def run_checked(
     # Spawned after the failure: cancelled, never run.
     assert jobs.late_ran == 0
     assert all(handle.cancelled() for handle in jobs.late)
+    if ended == "cancelled":
+        # The helper the cancelled body started made both calls.
+        assert [seen.split(":")[0] for seen in jobs.late_helper] == [
+            "spawn",
+            "submit",
+        ], jobs.late_helper
     for seen in jobs.late_helper:
         event(f"the helper spawning after the failure: {seen}")
         assert not seen.endswith("live"), seen
