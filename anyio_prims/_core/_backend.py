@@ -755,8 +755,9 @@ def rearm_cancellation(
 
 def _cancel_again(task: Any, message: object) -> None:
     # rearm_cancellation()'s request, made when the task has stopped at its
-    # next checkpoint (or ended): unless it ended or the request was
-    # withdrawn meanwhile.  The count stays what it was.
+    # next checkpoint (or ended): unless it ended, or no request is counted
+    # any more (3.13's rule for a pending cancel()).  The count stays what
+    # it was.
     if task.done():
         return
     cancelling = getattr(task, "cancelling", None)
