@@ -364,7 +364,8 @@ async def semaphore_cancellation(ns: SimpleNamespace, t: Tracer) -> None:
 
 
 async def semaphore_with_no_room(ns: SimpleNamespace, t: Tracer) -> None:
-    # max_value equal to a value of 0: never acquirable, never releasable.
+    # max_value equal to a value of 0, no task waiting: neither acquirable
+    # nor releasable.
     for fast in (False, True):
         sem = ns.Semaphore(0, max_value=0, fast_acquire=fast)
         t.add(fast, sem.value, sem.max_value, sem.statistics())
