@@ -680,6 +680,37 @@ def asyncio_cancelling() -> int | None:
     return cancelling() if cancelling is not None else None
 
 
+#: asyncio tasks whose re-armed cancellation (``rearm_cancellation``) is
+#: queued and not yet made again, and how many are: those requests are
+#: counted in ``cancelling()`` but are not delivered yet.
+_rearms_queued: dict[Any, int] = {}
+
+
+def requests_before_wait(task: Any) -> int | None:
+    """The cancellation requests counted for asyncio ``task`` as it parks
+    for a wait whose grant stands, or None before 3.11.
+
+    ``cancelling()``, less the requests whose re-arm is still queued: those
+    are delivered during the wait (they came before it, but the wait is
+    where they take effect), so that a wait granted before one is delivered
+    re-arms it in turn.
+    """
+    cancelling = getattr(task, "cancelling", None)
+    if cancelling is None:
+        return None
+    count: int = cancelling()
+    if _rearms_queued:
+        count -= _rearms_queued.get(task, 0)
+    return count
+
+
+def asyncio_requests_before_wait() -> int | None:
+    """:func:`requests_before_wait` of the running asyncio task, else None."""
+    if asyncio_loop() is None:
+        return None
+    return requests_before_wait(_asyncio_current_task())
+
+
 def uncancel_to(count: int) -> None:
     """Withdraw the running asyncio task's cancellation requests above
     ``count`` (a ``cancelling()`` count that :func:`asyncio_cancelling`
@@ -710,16 +741,17 @@ def rearm_cancellation(
       again once the task has stopped at its next checkpoint: a loop
       callback, queued now, runs after the task's current step and calls
       ``cancel()`` (then ``uncancel()``, for the count) if the task is not
-      done and its ``cancelling()`` is above 0: Python 3.13's
-      ``uncancel()`` withdraws a pending ``cancel()`` when the count
-      reaches 0, and keeps it otherwise.  So an ``asyncio.timeout()`` block
-      that expired at such a send and ends right after it lets nothing out
-      (a ``cancel()`` made at once would, on 3.11 and 3.12, whose
-      ``uncancel()`` leaves it pending).  The count does not tell which
-      requests came during the wait: with another one still counted (a
-      cleanup after a caught cancellation, a shielded AnyIO scope inside a
-      cancelled one), a withdrawn request is made again, as 3.13 keeps a
-      pending one there.  A task that ends in this step is not cancelled:
+      done and a request that came during the wait is still counted: its
+      ``cancelling()`` is above ``cancelling_before``, the count when the
+      task parked (above 0 if that is not known).  That is Python 3.13's
+      rule for a pending ``cancel()`` (``uncancel()`` withdraws it when
+      the count reaches 0), applied to the requests of this wait alone.
+      So an ``asyncio.timeout()`` block that expired at such a send and
+      ends right after it lets nothing out (a ``cancel()`` made at once
+      would, on 3.11 and 3.12, whose ``uncancel()`` leaves it pending),
+      also where a request made before the wait is still counted (cleanup
+      after a caught cancellation, a shielded AnyIO scope inside a
+      cancelled one).  A task that ends in this step is not cancelled:
       its last call did what it was asked.  Python 3.10 has no count;
       there the request is made again unless the task is done.
     * An AnyIO cancel scope's cancellation (asyncio) is left alone: those
@@ -750,20 +782,25 @@ def rearm_cancellation(
         message = None  # the other request's message is not kept
     else:
         message = exc.args[0] if exc.args else None
-    task.get_loop().call_soon(_cancel_again, task, message)
+    task.get_loop().call_soon(_cancel_again, task, message, cancelling_before or 0)
+    _rearms_queued[task] = _rearms_queued.get(task, 0) + 1
 
 
-def _cancel_again(task: Any, message: object) -> None:
+def _cancel_again(task: Any, message: object, before: int) -> None:
     # rearm_cancellation()'s request, made when the task has stopped at its
-    # next checkpoint (or ended): unless it ended, or no request is counted
-    # any more (3.13's rule for a pending cancel()).  The count stays what
-    # it was.
+    # next checkpoint (or ended): unless it ended, or the count is back to
+    # ``before``, what it was when the task parked, so that no request made
+    # during the wait is counted any more (3.13's rule for a pending
+    # cancel(), for this wait's requests).  The count stays what it was.
+    queued = _rearms_queued.pop(task)
+    if queued > 1:
+        _rearms_queued[task] = queued - 1
     if task.done():
         return
     cancelling = getattr(task, "cancelling", None)
     if cancelling is None:  # 3.10
         task.cancel(message)
-    elif cancelling() > 0:
+    elif cancelling() > before:
         task.cancel(message)
         task.uncancel()
 

@@ -665,9 +665,9 @@ async def test_a_timeout_that_expires_at_a_taken_send_lets_nothing_out_of_its_bl
     if sys.version_info < (3, 11):
         pytest.skip("asyncio.timeout is 3.11+")
     tx, rx = channel(flavour, 0)
-    loop = asyncio.get_running_loop()
     events: list[str] = []
     timeouts: list[Any] = []  # asyncio.Timeout, 3.11+
+    loop = asyncio.get_running_loop()
 
     async def send_in_timeout() -> None:
         async with asyncio.timeout(None) as timeout:
@@ -732,6 +732,128 @@ async def test_nested_timeouts_that_expire_at_a_taken_send_keep_each_expiry(
     else:
         assert events == ["inner exited", "outer timed out", "ran on"]
     assert task.cancelling() == 0
+
+
+async def test_a_timeout_expired_at_a_taken_send_in_cleanup_lets_the_cleanup_run_on(
+    flavour: str, anyio_backend_name: str
+) -> None:
+    # Cleanup after a caught cancellation, which leaves that request counted
+    # (cancelling() is 1), sends inside asyncio.timeout(); the timeout
+    # expires as a receiver takes the item, and its block ends right after
+    # the send.  Only the timeout's request came during the send, and the
+    # block withdrew it: the cleanup runs on (the request still counted was
+    # made before the send, and its cancellation was delivered).
+    plain_asyncio_only(anyio_backend_name)
+    if sys.version_info < (3, 11):
+        pytest.skip("asyncio.timeout is 3.11+")
+    tx, rx = channel(flavour, 0)
+    events: list[str] = []
+    timeouts: list[Any] = []  # asyncio.Timeout, 3.11+
+    loop = asyncio.get_running_loop()
+
+    async def work_then_clean_up() -> None:
+        try:
+            await asyncio.sleep(1e6)
+        except asyncio.CancelledError:
+            async with asyncio.timeout(None) as timeout:
+                timeouts.append(timeout)
+                await tx.send("bye")
+            events.append(f"expired={timeout.expired()}")
+            await asyncio.sleep(0)
+            await asyncio.sleep(0)
+            events.append("cleanup ran on")
+            raise
+
+    task = loop.create_task(work_then_clean_up())
+    await settle()
+    task.cancel()
+    await settle()
+    timeouts[0].reschedule(loop.time())
+    assert rx.receive_nowait() == "bye"
+    await asyncio.wait([task])
+    assert events == ["expired=True", "cleanup ran on"]
+    assert task.cancelled()
+
+
+async def test_a_shielded_scope_runs_on_after_a_timeout_expired_at_a_taken_send(
+    flavour: str, anyio_backend_name: str
+) -> None:
+    # The same inside a shielded AnyIO scope, in a cancelled AnyIO scope
+    # (whose one request stays counted while the shield holds): nothing
+    # cancels the shielded code after the timeout's block.
+    plain_asyncio_only(anyio_backend_name)
+    if sys.version_info < (3, 11):
+        pytest.skip("asyncio.timeout is 3.11+")
+    tx, rx = channel(flavour, 0)
+    events: list[str] = []
+    timeouts: list[Any] = []  # asyncio.Timeout, 3.11+
+    loop = asyncio.get_running_loop()
+    scopes: list[anyio.CancelScope] = []
+
+    async def work_then_clean_up() -> None:
+        with anyio.CancelScope() as outer:
+            scopes.append(outer)
+            try:
+                await anyio.sleep_forever()
+            finally:
+                with anyio.CancelScope(shield=True):
+                    async with asyncio.timeout(None) as timeout:
+                        timeouts.append(timeout)
+                        await tx.send("bye")
+                    events.append(f"expired={timeout.expired()}")
+                    await anyio.lowlevel.checkpoint()
+                    await anyio.lowlevel.checkpoint()
+                    events.append("shielded cleanup ran on")
+        events.append(f"cancelled_caught={outer.cancelled_caught}")
+
+    task = loop.create_task(work_then_clean_up())
+    await settle()
+    scopes[0].cancel()
+    await settle()
+    timeouts[0].reschedule(loop.time())
+    assert rx.receive_nowait() == "bye"
+    await asyncio.wait([task])
+    assert events == [
+        "expired=True",
+        "shielded cleanup ran on",
+        "cancelled_caught=True",
+    ]
+    assert not task.cancelled()
+    assert task.cancelling() == 0
+
+
+async def test_a_rearmed_cancellation_that_meets_another_taken_send_is_not_lost(
+    flavour: str, anyio_backend_name: str
+) -> None:
+    # A send is taken as task.cancel() comes: it returns, and its task goes
+    # straight into a second send, which parks and is taken before the
+    # re-armed request is made again.  That request came before the second
+    # send, but takes effect during it: the second send returns too, and
+    # the cancellation still comes at the next checkpoint.
+    plain_asyncio_only(anyio_backend_name)
+    tx, rx = channel(flavour, 0)
+    tx2, rx2 = channel(flavour, 0)
+    loop = asyncio.get_running_loop()
+    events: list[str] = []
+
+    async def send_twice() -> None:
+        await tx.send("x")
+        events.append("sent x")
+        await tx2.send("y")
+        events.append("sent y")
+        await asyncio.sleep(0)
+        events.append("ran on")
+
+    task = loop.create_task(send_twice())
+    await settle()
+    assert rx.receive_nowait() == "x"
+    task.cancel()
+    # Queued before the re-arm: takes the second send's item before the
+    # request is made again.
+    loop.call_soon(lambda: events.append(f"took {rx2.receive_nowait()}"))
+    await asyncio.wait([task])
+    assert events == ["sent x", "took y", "sent y"]
+    assert task.cancelled()
 
 
 async def test_a_task_that_ends_with_a_send_taken_as_it_is_cancelled_ends_normally(
