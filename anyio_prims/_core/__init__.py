@@ -5,10 +5,13 @@
 # here; none of it imports asyncio or trio.
 from __future__ import annotations
 
+from typing import Final
+
 from ._backend import (
     FORCE_GENERIC,
     NO_TASKS,
     TaskMap,
+    _rearms_queued,
     asyncio_cancelling,
     checkpoint,
     checkpoint_if_cancelled,
@@ -20,6 +23,7 @@ from ._backend import (
     threadsafe_call_soon,
     trio_task_runs,
     uncancel_to,
+    withdraw_rearmed,
 )
 from ._budget import BUDGET, BUDGET_SIZE
 from ._copying import CopiedWhole, NotCopied
@@ -53,6 +57,7 @@ __all__ = [
     "NOT_OPENED",
     "NO_TASKS",
     "PENDING",
+    "REARMS_QUEUED",
     "WITHDRAWN",
     "CopiedWhole",
     "NotCopied",
@@ -78,4 +83,9 @@ __all__ = [
     "threadsafe_call_soon",
     "trio_task_runs",
     "uncancel_to",
+    "withdraw_rearmed",
 ]
+
+#: The asyncio tasks with a re-armed cancellation queued (the executor's
+#: workers test it after each job; see ``withdraw_rearmed``).
+REARMS_QUEUED: Final = _rearms_queued

@@ -727,6 +727,21 @@ def uncancel_to(count: int) -> None:
         task.uncancel()
 
 
+def withdraw_rearmed(count: int) -> None:
+    """Withdraw the running asyncio task's requests above ``count`` (as
+    :func:`uncancel_to`) if one of them was re-armed and is still queued.
+
+    For an executor's worker whose job ended normally, its last call a send
+    taken as a plain ``task.cancel()`` of the worker came: that request was
+    meant for the job, which ended with it.  Its queued re-arm then finds
+    the count back where the send parked, and makes nothing.  Call only
+    when ``_rearms_queued`` is not empty (the test is the caller's, so that
+    the usual case costs no call).
+    """
+    if _asyncio_current_task() in _rearms_queued:
+        uncancel_to(count)
+
+
 def rearm_cancellation(
     exc: BaseException, cancelling_before: int | None = None
 ) -> None:

@@ -91,6 +91,7 @@ from .._core import (
     MARKING,
     NOT_OPENED,
     PENDING,
+    REARMS_QUEUED,
     WITHDRAWN,
     Slot,
     Unopened,
@@ -102,6 +103,7 @@ from .._core import (
     protect_if_trio_imported,
     runs_user_code,
     uncancel_to,
+    withdraw_rearmed,
 )
 from ._handle import (
     CANCELLED,
@@ -1044,6 +1046,12 @@ class Executor:
                         # Not kept while the next job runs: it goes with its
                         # last user.
                         value = None
+                        if REARMS_QUEUED and cancelling is not None:
+                            # The job's last call may have been a send taken
+                            # as a plain task.cancel() of this worker came:
+                            # the send returned, with the request re-armed.
+                            # Meant for the job, it ends with it, as above.
+                            withdraw_rearmed(cancelling)
                     if job._cancel_requested:
                         return True
             return True  # left by a cancellation of this scope alone

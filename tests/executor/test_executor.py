@@ -18,6 +18,7 @@ import anyio
 import anyio.lowlevel
 import pytest
 
+from anyio_prims import mpmc
 from anyio_prims._core import BUDGET, BUDGET_SIZE, NOT_OPENED, Slot, WaitQueue
 from anyio_prims.executor import (
     Executor,
@@ -2020,6 +2021,49 @@ async def test_a_stray_cancellation_of_a_job_leaves_the_next_job_a_fresh_count(
         with pytest.raises(JobCancelled):
             await first
         assert await second == (0, "timed out")
+
+
+@pytest.mark.parametrize("next_job", ["queued", "none"])
+async def test_a_task_cancel_of_a_worker_whose_job_ends_with_a_taken_send_ends_there(
+    anyio_backend: Any, next_job: str
+) -> None:
+    # A plain task.cancel() of a worker comes as its job's last call, a
+    # send, is taken: the send returns and the job succeeds.  The request
+    # was meant for that job and ends with it, as a stray one that the job
+    # raised does (above): the next job on that worker runs, and with none
+    # queued the worker waits idle on (it ended the task group before).
+    if anyio_backend[0] != "asyncio" or sys.version_info < (3, 11):
+        pytest.skip("asyncio's Task.cancelling(), 3.11+")
+    import asyncio
+
+    tx, rx = mpmc.channel[str](0)
+    workers: list[Any] = []
+
+    async def sends() -> str:
+        workers.append(asyncio.current_task())
+        await tx.send("x")
+        return "sent"
+
+    async def later() -> int:
+        await asyncio.sleep(0)
+        task = asyncio.current_task()
+        assert task is not None
+        return task.cancelling()
+
+    outcomes: list[object] = []
+    async with Executor(max_workers=1) as ex:
+        first = ex.spawn(sends)
+        second = ex.spawn(later) if next_job == "queued" else None
+        await settle()
+        assert rx.receive_nowait() == "x"
+        workers[0].cancel()
+        outcomes.append(await first)
+        await settle()  # (where the block was cancelled before)
+        if second is None:
+            second = ex.spawn(later)  # the same worker, idle since
+        outcomes.append(await second)
+        outcomes.append(ex.statistics().workers)
+    assert outcomes == ["sent", 0, 1]
 
 
 async def test_fail_fast_trigger_stays_in_the_group_when_a_later_job_fails() -> None:
