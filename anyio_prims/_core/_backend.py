@@ -693,14 +693,17 @@ def requests_before_wait(task: Any) -> int | None:
     ``cancelling()``, less the requests whose re-arm is still queued: those
     are delivered during the wait (they came before it, but the wait is
     where they take effect), so that a wait granted before one is delivered
-    re-arms it in turn.
+    re-arms it in turn.  Never below 0 (one withdrawn meanwhile leaves
+    the count below them): a request is made again only while the count
+    is above this, so it is never made with the count at 0, which Python
+    3.11 and 3.12 would leave pending with nothing counted.
     """
     cancelling = getattr(task, "cancelling", None)
     if cancelling is None:
         return None
     count: int = cancelling()
     if _rearms_queued:
-        count -= _rearms_queued.get(task, 0)
+        count = max(count - _rearms_queued.get(task, 0), 0)
     return count
 
 

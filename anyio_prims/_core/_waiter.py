@@ -542,7 +542,8 @@ class Parking(Generic[P]):
                 waiter._cancelling = None
             else:
                 if _rearms_queued:
-                    count -= _rearms_queued.get(task, 0)
+                    # (never below 0: see requests_before_wait)
+                    count = max(count - _rearms_queued.get(task, 0), 0)
                 waiter._cancelling = count
 
     def _abandoned(self, waiter: Waiter[Any]) -> None:
