@@ -449,12 +449,18 @@ class ChannelState(Generic[T]):
             return True
         return False
 
-    def grant_sender(self, sender: Waiter[tuple[object, T]]) -> T:
-        """Wake a parked sender whose item is being taken; return the item."""
+    def grant_sender(self, sender: Waiter[tuple[object, T]]) -> None:
+        """Wake a parked sender whose item has been taken.
+
+        Call it once the item is where it goes (``sender.payload[1]``, in
+        the buffer or the receiver's hands): a grant allocates (a loop
+        callback, Trio's reschedule), so a garbage collection may run a
+        finalizer inside it that uses the channel, and it must find the
+        item there, not a slot free for an item of its own.
+        """
         if self.single_sender:
             self.send_in_flight = True
         sender.grant()
-        return sender.payload[1]
 
     # -- receiving -------------------------------------------------------
 
@@ -481,15 +487,17 @@ class ChannelState(Generic[T]):
             if len(buffer) - len(in_flight) < self.capacity and send_waiters.parked:
                 sender = send_waiters.pop()
                 if sender is not None:
-                    buffer.append(self.grant_sender(sender))
+                    buffer.append(sender.payload[1])
+                    self.grant_sender(sender)
             self.sync()
             return item
         sender = send_waiters.pop() if send_waiters.parked else None
         if sender is not None:
-            item = self.grant_sender(sender)
+            item = sender.payload[1]
             if buffer:  # reserved items are older: take the oldest (I3)
                 buffer.append(item)
                 item = buffer.popleft()
+            self.grant_sender(sender)
             self.sync()
             return item
         if not self.senders and not in_flight and not self.pinned:  # I4
@@ -534,16 +542,18 @@ class ChannelState(Generic[T]):
             if sender is None:
                 break
             if buffer:  # reserved items are older: take the oldest (I3)
-                buffer.append(self.grant_sender(sender))
+                buffer.append(sender.payload[1])
                 items.append(buffer.popleft())
             else:
-                items.append(self.grant_sender(sender))
+                items.append(sender.payload[1])
+            self.grant_sender(sender)
             want -= 1
-        while len(buffer) - reserved < self.capacity:
+        while len(buffer) - len(self.in_flight) < self.capacity:
             sender = senders.pop()
             if sender is None:
                 break
-            buffer.append(self.grant_sender(sender))
+            buffer.append(sender.payload[1])
+            self.grant_sender(sender)
         self.sync()
 
     def give_back(self, waiter: Waiter[object], _item: object = None) -> None:

@@ -29,6 +29,7 @@ import pytest
 
 from anyio_prims._core import FORCE_GENERIC, Slot, WaitQueue
 from anyio_prims.channels._endpoints import ReceiveEndpoint, SendEndpoint
+from anyio_prims.channels._state import ChannelState
 
 from .._reentry import Arm, arm_inside_enqueue
 from ._support import WITH_MEMORY, Call, drain, make, settle
@@ -292,3 +293,100 @@ async def test_a_collection_inside_a_call_that_parks_leaves_no_call_waiting(
         # window (the tests above run the code there instead).
         return
     assert withdrawn > 0, "no round ran the finalizer inside that window"
+
+
+# ---------------------------------------------------------------------------
+# Inside the grant of a blocked sender
+# ---------------------------------------------------------------------------
+#
+# A receive that frees a slot moves the head blocked sender's item into the
+# buffer and wakes that sender; the wake-up allocates (a loop callback,
+# Trio's reschedule), so a collection can run a finalizer there too.  The
+# item must already be in its place: the finalizer's calls then see the
+# channel as they would just after the receive.
+
+
+@pytest.fixture
+def inside_grant_sender(monkeypatch: pytest.MonkeyPatch) -> Iterator[Arm]:
+    """Arm a one-shot action to run as a blocked sender is granted."""
+    armed: list[Callable[[], None]] = []
+    real = ChannelState.grant_sender
+
+    def grant_sender(self: Any, sender: Any) -> Any:
+        if armed:
+            armed.pop()()
+        return real(self, sender)
+
+    monkeypatch.setattr(ChannelState, "grant_sender", grant_sender)
+    yield armed.append
+    assert not armed, "the action never ran: no blocked sender was granted"
+
+
+async def _receive_by(how: str, rx: Any) -> Any:
+    if how == "receive_nowait":
+        return rx.receive_nowait()
+    if how == "receive":
+        return await rx.receive()
+    (item,) = await rx.receive_many(1)
+    return item
+
+
+@pytest.mark.parametrize("how", ["receive_nowait", "receive", "receive_many"])
+@pytest.mark.parametrize("capacity", [1, 2])
+async def test_a_send_inside_the_grant_of_a_blocked_sender_finds_the_buffer_full(
+    kind: str, how: str, capacity: int, inside_grant_sender: Arm
+) -> None:
+    # The receive takes the oldest item and moves the blocked sender's in;
+    # a send_nowait() run as that sender is woken finds the buffer full
+    # again (it overtook the blocked sender's item, past the capacity).
+    if kind == "spmc":
+        pytest.skip("one sender: a second send raises BusyResourceError")
+    if kind == "memory" and how == "receive_many":
+        pytest.skip("AnyIO's streams have no receive_many()")
+    tx, rx = make(kind, capacity)
+    for i in range(capacity):
+        tx.send_nowait(f"pre{i}")
+    got: list[str] = []
+
+    def send_now() -> None:
+        try:
+            tx.send_nowait("X")
+        except anyio.WouldBlock:
+            got.append("WouldBlock")
+
+    async with anyio.create_task_group() as tg:
+        blocked = Call(lambda: tx.send("B")).start(tg)
+        await settle()
+        inside_grant_sender(send_now)
+        assert await _receive_by(how, rx) == "pre0"
+        await blocked.finished.wait()
+    assert got == ["WouldBlock"]
+    assert drain(rx) == [f"pre{i}" for i in range(1, capacity)] + ["B"]
+    tx.close()
+    rx.close()
+
+
+async def test_a_receive_inside_the_grant_of_a_blocked_sender_keeps_the_senders_order(
+    kind: str, inside_grant_sender: Arm
+) -> None:
+    # Two senders blocked, B1 first.  A receive_nowait() run as B1 is
+    # woken takes the next item and lets B2's in: after B1's.
+    if kind == "spmc":
+        pytest.skip("one sender: no second task can block sending")
+    tx, rx = make(kind, 2)
+    tx.send_nowait("pre0")
+    tx.send_nowait("pre1")
+    taken: list[str] = []
+    async with anyio.create_task_group() as tg:
+        first = Call(lambda: tx.send("B1")).start(tg)
+        await settle()
+        second = Call(lambda: tx.send("B2")).start(tg)
+        await settle()
+        inside_grant_sender(lambda: taken.append(rx.receive_nowait()))
+        assert rx.receive_nowait() == "pre0"
+        await first.finished.wait()
+        await second.finished.wait()
+    assert taken == ["pre1"]
+    assert drain(rx) == ["B1", "B2"]
+    tx.close()
+    rx.close()
