@@ -9,10 +9,12 @@ names from the list below) narrows the backends for one run.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from ._reentry import Arm, arm_inside_wake
 from ._waiter_count import install
 
 # Before any test runs (see _waiter_count.py).
@@ -53,3 +55,13 @@ def task_map(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) ->
         monkeypatch.setattr(_waiter, "_tasks_by_loop", empty)
         monkeypatch.setattr(_waiter, "TASK_MAP_KEPT", False)
     return str(request.param)
+
+
+@pytest.fixture
+def inside_wake(monkeypatch: pytest.MonkeyPatch) -> Iterator[Arm]:
+    """Arm one-shot actions to run inside the library's next wake-ups of a
+    task (a wake-up allocates: a finalizer may run there); see
+    ``_reentry.arm_inside_wake``.  The primitive must be made after."""
+    armed = arm_inside_wake(monkeypatch)
+    yield armed.append
+    assert not armed, "an action never ran: too few tasks were woken"

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import pytest
 
 import anyio_prims
@@ -239,3 +240,41 @@ async def test_a_limiter_acquire_granted_while_it_parks_is_a_schedule_point(
     assert not before_the_park
     assert limiter.borrowed_tokens == 1
     limiter.release()
+
+
+@pytest.mark.parametrize("fast_acquire", [False, True])
+async def test_a_release_inside_the_wake_of_the_next_owner_is_refused(
+    fast_acquire: bool, inside_wake: Arm
+) -> None:
+    # release() hands the lock to the first waiter; a second release() by
+    # the same task, run as that waiter is woken, finds it no longer the
+    # owner (it let the second waiter in too, and two tasks held the lock).
+    lock = anyio_prims.Lock(fast_acquire=fast_acquire)
+    await lock.acquire()
+    inside = 0
+    most = 0
+    refused: list[str] = []
+
+    async def hold() -> None:
+        nonlocal inside, most
+        async with lock:
+            inside += 1
+            most = max(most, inside)
+            await anyio.lowlevel.checkpoint()
+            inside -= 1
+
+    def release_again() -> None:
+        try:
+            lock.release()
+        except RuntimeError:
+            refused.append("RuntimeError")
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(hold)
+        tg.start_soon(hold)
+        await settle()
+        inside_wake(release_again)
+        lock.release()
+    assert refused == ["RuntimeError"]
+    assert most == 1
+    assert not lock.locked()

@@ -205,6 +205,15 @@ class Waiter(Generic[P]):
     def _wake(self) -> None:
         raise NotImplementedError
 
+    def wake(self) -> None:
+        """Wake the task of a waiter that ``take_head`` granted.
+
+        Call it once the primitive's state is what the grant makes it: a
+        wake-up allocates, and a finalizer that a garbage collection runs
+        there sees that state.
+        """
+        self._wake()
+
     def _gone(self) -> bool:
         """Whether the task was cancelled and must not be granted."""
         return False
@@ -239,6 +248,15 @@ class AsyncioWaiter(Waiter[P]):
 
     def _wake(self) -> None:
         self._fut.set_result(None)
+
+    def wake(self) -> None:
+        # Its task may have been cancelled since take_head() granted it (by
+        # a finalizer, in an allocation of the caller's): the future is then
+        # cancelled, and the task resumes as granted, then cancelled.
+        try:
+            self._fut.set_result(None)
+        except InvalidStateError:
+            pass
 
     def _gone(self) -> bool:
         # ``task.cancel()`` cancels the future at once; the task learns of it
@@ -280,6 +298,10 @@ class TrioWaiter(Waiter[P]):
         task = self._task
         self._task = self.owner = None  # type: ignore[assignment]
         _trio_reschedule(task)
+
+    # A Trio task granted by take_head() is still asleep: a cancellation
+    # that comes meanwhile is refused by _abort() (not PENDING any more).
+    wake = _wake
 
     def _abort(self, raise_cancel: object) -> Any:
         # Called by Trio while the task sleeps, so the waiter is PENDING and
@@ -762,6 +784,77 @@ class WaitQueue(Parking[P]):
             waiter._abandon()  # its task was cancelled; it counts nothing
         return None
 
+    def grant_head_into(self, value: object, into: deque[Any]) -> Waiter[P] | None:
+        """Pop the live waiter at the head, grant it ``value``, append it to
+        ``into``, and only then wake its task; None if nobody waits.
+
+        ``grant_head()`` for a hand-over that records the waiter it granted
+        (a channel's receivers in flight): the record is there before the
+        wake-up, which allocates, so that a finalizer a collection runs
+        there sees it (``take_head()`` and ``wake()`` do the same in two
+        calls).  A task cancelled once granted is the grant-then-cancel
+        race, which the waiting side settles.
+        """
+        q = self.parked
+        while q:
+            waiter = q.popleft()
+            if waiter.state is not PENDING:
+                self._dead -= 1  # ABANDONED, as in grant_head()
+                continue
+            waiter.value = value
+            waiter.state = GRANTED
+            into.append(waiter)
+            if type(waiter) is AsyncioWaiter:
+                # try_grant() written out, as in grant_head().
+                try:
+                    waiter._fut.set_result(None)
+                except InvalidStateError:  # its task was cancelled
+                    into.remove(waiter)  # (the error allocates: not pop())
+                    waiter._abandon()
+                    continue
+                return waiter
+            if type(waiter) is TrioWaiter:  # never refused, as try_grant()
+                task = waiter._task
+                waiter._task = waiter.owner = None  # type: ignore[assignment]
+                _trio_reschedule(task)
+                return waiter
+            if waiter._gone():
+                into.remove(waiter)
+                waiter._abandon()  # its task was cancelled; it counts nothing
+                continue
+            waiter.wake()
+            return waiter
+        return None
+
+    def take_head(self, value: object) -> Waiter[P] | None:
+        """Pop the live waiter at the head and grant it ``value``, without
+        waking its task; the caller calls ``waiter.wake()`` next.
+
+        For a release that must finish changing its state before the task is
+        woken: a wake-up allocates, so a garbage collection may run a
+        finalizer inside it, which must find the state as the release leaves
+        it (a channel's item in its place, a lock's new owner named).  Marked
+        granted at once, so a cancellation meanwhile is the grant-then-cancel
+        race that the waiting side settles.  Returns None if nobody waits.
+        """
+        q = self.parked
+        while q:
+            waiter = q.popleft()
+            if waiter.state is not PENDING:
+                self._dead -= 1  # ABANDONED, as in grant_head()
+                continue
+            if (
+                waiter._fut.cancelled()
+                if type(waiter) is AsyncioWaiter
+                else waiter._gone()
+            ):
+                waiter._abandon()  # its task was cancelled; it counts nothing
+                continue
+            waiter.value = value
+            waiter.state = GRANTED
+            return waiter
+        return None
+
     def _drop_head(self) -> None:
         waiter = self.parked.popleft()
         if waiter.state is PENDING:
@@ -972,6 +1065,50 @@ class Slot(Parking[P]):
         waiter._abandon()  # its task was cancelled; it counts nothing
         return None
 
+    def grant_head_into(self, value: object, into: deque[Any]) -> Waiter[P] | None:
+        """As :meth:`WaitQueue.grant_head_into`: grant the parked waiter if
+        it is live, append it to ``into``, then wake it."""
+        waiter = self.parked
+        if waiter is None:
+            return None
+        self.parked = None
+        waiter.value = value
+        waiter.state = GRANTED
+        into.append(waiter)
+        if type(waiter) is AsyncioWaiter:
+            try:
+                waiter._fut.set_result(None)
+            except InvalidStateError:  # its task was cancelled
+                into.remove(waiter)  # (the error allocates: not pop())
+                waiter._abandon()
+                return None
+            return waiter
+        if type(waiter) is TrioWaiter:  # never refused, as try_grant()
+            task = waiter._task
+            waiter._task = waiter.owner = None  # type: ignore[assignment]
+            _trio_reschedule(task)
+            return waiter
+        if waiter._gone():
+            into.remove(waiter)
+            waiter._abandon()  # its task was cancelled; it counts nothing
+            return None
+        waiter.wake()
+        return waiter
+
+    def take_head(self, value: object) -> Waiter[P] | None:
+        """As :meth:`WaitQueue.take_head`: grant the parked waiter if it is
+        live, without waking it."""
+        waiter = self.parked
+        if waiter is None:
+            return None
+        self.parked = None
+        if waiter._fut.cancelled() if type(waiter) is AsyncioWaiter else waiter._gone():
+            waiter._abandon()  # its task was cancelled; it counts nothing
+            return None
+        waiter.value = value
+        waiter.state = GRANTED
+        return waiter
+
     def _abandoned(self, waiter: Waiter[Any]) -> None:
         if self.parked is waiter:
             self.parked = None
@@ -1009,6 +1146,14 @@ class Unopened(Parking[Any]):
     pop = peek  # nobody is parked here: always None
 
     def grant_head(self, value: object) -> None:
+        """Nobody is parked here: grants nothing, always ``None``."""
+        return None
+
+    def take_head(self, value: object) -> None:
+        """Nobody is parked here: takes nothing, always ``None``."""
+        return None
+
+    def grant_head_into(self, value: object, into: deque[Any]) -> None:
         """Nobody is parked here: grants nothing, always ``None``."""
         return None
 

@@ -188,18 +188,20 @@ class SendEndpoint(_Endpoint, ObjectSendStream[T_contra], Generic[T_contra]):
             # A receiver may be parked and none of try_send()'s errors
             # applies: its handoff, written out (the ping-pong path).  Keep
             # in step with try_send().  No live receiver: try_send() below.
-            receiver = recv_waiters.grant_head(None)
-            if receiver is not None:
-                buffer.append(item)
-                in_flight = state.in_flight
-                in_flight.append(receiver)
+            buffer.append(item)
+            state.recv_floor = INF
+            in_flight = state.in_flight
+            if recv_waiters.grant_head_into(None, in_flight) is not None:
                 if (
-                    not (recv_waiters.parked and recv_waiters)
+                    state.receivers
+                    and not (recv_waiters.parked and recv_waiters)
                     and not state.send_in_flight
                 ):
                     state.send_limit = state.capacity
-                state.recv_floor = INF if state.single_receiver else len(in_flight)
+                if not state.single_receiver:
+                    state.recv_floor = len(in_flight)
                 return
+            buffer.pop()
         if state.try_send(self._closed, item):
             return
         # Block until a receiver takes the item.  give_back=None: once taken,

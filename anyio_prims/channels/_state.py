@@ -224,6 +224,10 @@ class Waiting(Protocol[P]):
 
     def grant_head(self, value: object) -> Waiter[P] | None: ...
 
+    def take_head(self, value: object) -> Waiter[P] | None: ...
+
+    def grant_head_into(self, value: object, into: deque[Any]) -> Waiter[P] | None: ...
+
     def enqueue(self, payload: P) -> Waiter[P]: ...
 
     def withdraw(self, waiter: Waiter[P]) -> None: ...
@@ -425,23 +429,36 @@ class ChannelState(Generic[T]):
         ):
             raise anyio.BusyResourceError("sending")
         recv_waiters = self.recv_waiters
-        waiter = recv_waiters.grant_head(None) if recv_waiters.parked else None
-        if waiter is not None:
-            # I1: no item was free, so this one is the head receiver's, the
-            # buffer's first after those already reserved (I3).
-            self.buffer.append(item)
-            self.in_flight.append(waiter)
-            # What sync() would do, cheaper.  No live sender is parked (I1,
-            # I2: it would have been matched with the receiver).  Written out
-            # in SendEndpoint.send() too, for the ping-pong path: keep in
-            # step.
-            if not (recv_waiters.parked and recv_waiters) and not self.send_in_flight:
-                self.send_limit = self.capacity
-            if self.single_receiver:
-                self.recv_floor = INF
-            else:
-                self.recv_floor = len(self.in_flight)
-            return True
+        if recv_waiters.parked:
+            # A hand-over to the head receiver.  I1: no item was free, so
+            # this one is the head receiver's, the buffer's first after those
+            # already reserved (I3).  The item is in place and the receive
+            # gate closed before the receiver is granted, and it is in
+            # in_flight before it is woken (grant_head_into()): a finalizer
+            # that a collection runs in the wake-up (it allocates) finds the
+            # item handed over.  Written out in SendEndpoint.send() too, for
+            # the ping-pong path: keep in step.
+            buffer = self.buffer
+            buffer.append(item)
+            self.recv_floor = INF
+            waiter = recv_waiters.grant_head_into(None, self.in_flight)
+            if waiter is not None:
+                # What sync() would do, cheaper.  No live sender is parked
+                # (I1, I2: it would have been matched with the receiver).
+                # ``receivers`` is read too, as sync() does: a finalizer run
+                # in the wake-up may have closed the last receiver.  (Only
+                # the wake-up can run one here: the appends allocate no
+                # object the collector tracks.)
+                if (
+                    self.receivers
+                    and not (recv_waiters.parked and recv_waiters)
+                    and not self.send_in_flight
+                ):
+                    self.send_limit = self.capacity
+                if not self.single_receiver:
+                    self.recv_floor = len(self.in_flight)
+                return True
+            buffer.pop()  # nobody took it (nothing ran meanwhile: no wake-up)
         buffer = self.buffer
         if len(buffer) - len(self.in_flight) < self.capacity:
             buffer.append(item)
@@ -449,18 +466,21 @@ class ChannelState(Generic[T]):
             return True
         return False
 
-    def grant_sender(self, sender: Waiter[tuple[object, T]]) -> None:
-        """Wake a parked sender whose item has been taken.
+    def take_sender(self) -> Waiter[tuple[object, T]] | None:
+        """Take the head parked sender, whose item is being taken: granted,
+        not woken yet (``take_head``); None if none is parked.
 
-        Call it once the item is where it goes (``sender.payload[1]``, in
-        the buffer or the receiver's hands): a grant allocates (a loop
-        callback, Trio's reschedule), so a garbage collection may run a
-        finalizer inside it that uses the channel, and it must find the
-        item there, not a slot free for an item of its own.
+        The caller puts the item (``sender.payload[1]``) where it goes, in
+        the buffer or the receiver's hands, brings the gates up to date
+        (``sync()``), and only then calls ``sender.wake()``: a wake-up
+        allocates (a loop callback, Trio's reschedule), so a garbage
+        collection may run a finalizer there that uses the channel, and it
+        must find the item in its place, not a slot free for one of its own.
         """
-        if self.single_sender:
+        sender = self.send_waiters.take_head(None)
+        if sender is not None and self.single_sender:
             self.send_in_flight = True
-        sender.grant()
+        return sender
 
     # -- receiving -------------------------------------------------------
 
@@ -485,20 +505,22 @@ class ChannelState(Generic[T]):
         if len(buffer) > len(in_flight):
             item = buffer.popleft()
             if len(buffer) - len(in_flight) < self.capacity and send_waiters.parked:
-                sender = send_waiters.pop()
+                sender = self.take_sender()
                 if sender is not None:
                     buffer.append(sender.payload[1])
-                    self.grant_sender(sender)
+                    self.sync()
+                    sender.wake()  # last: see take_sender()
+                    return item
             self.sync()
             return item
-        sender = send_waiters.pop() if send_waiters.parked else None
+        sender = self.take_sender() if send_waiters.parked else None
         if sender is not None:
             item = sender.payload[1]
             if buffer:  # reserved items are older: take the oldest (I3)
                 buffer.append(item)
                 item = buffer.popleft()
-            self.grant_sender(sender)
             self.sync()
+            sender.wake()  # last: see take_sender()
             return item
         if not self.senders and not in_flight and not self.pinned:  # I4
             raise anyio.EndOfStream
@@ -536,25 +558,30 @@ class ChannelState(Generic[T]):
         while want and len(buffer) > reserved:
             items.append(buffer.popleft())
             want -= 1
-        senders = self.send_waiters
+        # The senders whose items are taken are woken once the batch is
+        # complete and the gates are up to date (see take_sender()): a
+        # finalizer run in a wake-up then sees the whole call done.
+        taken: list[Waiter[tuple[object, T]]] = []
         while want:
-            sender = senders.pop()
+            sender = self.take_sender()
             if sender is None:
                 break
+            taken.append(sender)
             if buffer:  # reserved items are older: take the oldest (I3)
                 buffer.append(sender.payload[1])
                 items.append(buffer.popleft())
             else:
                 items.append(sender.payload[1])
-            self.grant_sender(sender)
             want -= 1
         while len(buffer) - len(self.in_flight) < self.capacity:
-            sender = senders.pop()
+            sender = self.take_sender()
             if sender is None:
                 break
+            taken.append(sender)
             buffer.append(sender.payload[1])
-            self.grant_sender(sender)
         self.sync()
+        for sender in taken:
+            sender.wake()
 
     def give_back(self, waiter: Waiter[object], _item: object = None) -> None:
         """The receive that parked on ``waiter`` was granted, then cancelled:
@@ -579,10 +606,12 @@ class ChannelState(Generic[T]):
             self.sync()
             del released
             return
-        head = self.recv_waiters.pop()
+        head = self.recv_waiters.take_head(None)
         if head is not None:  # I1: the freed item was the only free one
             self.in_flight.append(head)
-            head.grant()
+            self.sync()
+            head.wake()  # last, as in try_send()
+            return
         self.sync()
 
     def release_free(self) -> list[T] | None:

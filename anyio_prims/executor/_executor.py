@@ -691,18 +691,25 @@ class Executor:
                 self._settle(job, CANCELLED, None)
             return jobs
         idle = self._idle
-        i = 0
-        while i < len(jobs) and idle.parked:
-            if idle.grant_head(jobs[i]) is None:
+        # The idle workers are woken once every job is handed out or queued:
+        # a finalizer that a collection runs in a wake-up (it allocates) then
+        # sees the whole call done, and a job it spawns comes after these.
+        handed: list[Waiter[Any]] = []
+        while len(handed) < len(jobs) and idle.parked:
+            worker = idle.take_head(jobs[len(handed)])
+            if worker is None:
                 break
-            jobs[i]._state = HANDED
-            i += 1
+            jobs[len(handed)]._state = HANDED
+            handed.append(worker)
+        i = len(handed)
         if i < len(jobs):
             self._queue.extend(jobs[i:] if i else jobs)
             if not self._starting and (
                 self._max_workers is None or self._nworkers < self._max_workers
             ):
                 self._start_worker()
+        for worker in handed:
+            worker.wake()
         return jobs
 
     async def submit(

@@ -214,9 +214,14 @@ class Lock(CopiedWhole):
                 if on_trio()
                 else "The current task is not holding this lock"
             )
-        # _hand_over() for one unit (see the module comment).
+        # _hand_over() for one unit (see the module comment).  This task is
+        # no owner from here on: a finalizer that a collection runs in the
+        # wake-up (it allocates) must not find it the owner, free to release
+        # again.  The head waiter's task stands for the new owner until the
+        # grant names it (a parked waiter's task, or None for one that left).
         waiters = self._sem._waiters
         if waiters.parked:
+            self._owner = waiters.parked[0].task
             granted = waiters.grant_head(1)
             if granted is not None:
                 self._owner = granted.task
@@ -240,10 +245,17 @@ class Lock(CopiedWhole):
         }
 
     def _hand_over(self) -> None:
-        # Grant whoever the semaphore now lets in, and name it the owner.
-        granted = self._sem._grant_waiters()
-        if granted is not None:
-            self._owner = granted.task
+        # Grant whoever the semaphore now lets in, and name it the owner:
+        # _grant_waiters() for a fair semaphore of one unit, whose requests
+        # are all for one, with the owner named before the wake-up, as in
+        # release().
+        sem = self._sem
+        if sem._value >= 1 and sem._waiters.parked:
+            granted = sem._waiters.take_head(1)
+            if granted is not None:
+                sem._value -= 1
+                self._owner = granted.task
+                granted.wake()
 
     def _leave_and_raise(self, waiter: Waiter[int], exc: BaseException) -> NoReturn:
         # A parked acquire raised ``exc`` (a cancellation): as

@@ -20,7 +20,7 @@ from __future__ import annotations
 import gc
 import math
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from types import FrameType
 from typing import Any
 
@@ -29,7 +29,6 @@ import pytest
 
 from anyio_prims._core import FORCE_GENERIC, Slot, WaitQueue
 from anyio_prims.channels._endpoints import ReceiveEndpoint, SendEndpoint
-from anyio_prims.channels._state import ChannelState
 
 from .._reentry import Arm, arm_inside_enqueue
 from ._support import WITH_MEMORY, Call, drain, make, settle
@@ -296,30 +295,14 @@ async def test_a_collection_inside_a_call_that_parks_leaves_no_call_waiting(
 
 
 # ---------------------------------------------------------------------------
-# Inside the grant of a blocked sender
+# Inside a wake-up
 # ---------------------------------------------------------------------------
 #
-# A receive that frees a slot moves the head blocked sender's item into the
-# buffer and wakes that sender; the wake-up allocates (a loop callback,
-# Trio's reschedule), so a collection can run a finalizer there too.  The
-# item must already be in its place: the finalizer's calls then see the
-# channel as they would just after the receive.
-
-
-@pytest.fixture
-def inside_grant_sender(monkeypatch: pytest.MonkeyPatch) -> Iterator[Arm]:
-    """Arm a one-shot action to run as a blocked sender is granted."""
-    armed: list[Callable[[], None]] = []
-    real = ChannelState.grant_sender
-
-    def grant_sender(self: Any, sender: Any) -> Any:
-        if armed:
-            armed.pop()()
-        return real(self, sender)
-
-    monkeypatch.setattr(ChannelState, "grant_sender", grant_sender)
-    yield armed.append
-    assert not armed, "the action never ran: no blocked sender was granted"
+# Waking a parked task allocates too (a loop callback, Trio's reschedule),
+# so a collection can run a finalizer there, in the middle of the call that
+# wakes it.  The call must have put the channel in order first: the
+# finalizer's calls then see it as they would just after that call.  The
+# action runs there through the ``inside_wake`` fixture (tests/conftest.py).
 
 
 async def _receive_by(how: str, rx: Any) -> Any:
@@ -333,12 +316,12 @@ async def _receive_by(how: str, rx: Any) -> Any:
 
 @pytest.mark.parametrize("how", ["receive_nowait", "receive", "receive_many"])
 @pytest.mark.parametrize("capacity", [1, 2])
-async def test_a_send_inside_the_grant_of_a_blocked_sender_finds_the_buffer_full(
-    kind: str, how: str, capacity: int, inside_grant_sender: Arm
+async def test_a_send_inside_the_wake_of_a_blocked_sender_finds_the_buffer_full(
+    kind: str, how: str, capacity: int, inside_wake: Arm
 ) -> None:
     # The receive takes the oldest item and moves the blocked sender's in;
     # a send_nowait() run as that sender is woken finds the buffer full
-    # again (it overtook the blocked sender's item, past the capacity).
+    # again (it went ahead of the blocked sender's item, past the capacity).
     if kind == "spmc":
         pytest.skip("one sender: a second send raises BusyResourceError")
     if kind == "memory" and how == "receive_many":
@@ -357,7 +340,7 @@ async def test_a_send_inside_the_grant_of_a_blocked_sender_finds_the_buffer_full
     async with anyio.create_task_group() as tg:
         blocked = Call(lambda: tx.send("B")).start(tg)
         await settle()
-        inside_grant_sender(send_now)
+        inside_wake(send_now)
         assert await _receive_by(how, rx) == "pre0"
         await blocked.finished.wait()
     assert got == ["WouldBlock"]
@@ -366,8 +349,8 @@ async def test_a_send_inside_the_grant_of_a_blocked_sender_finds_the_buffer_full
     rx.close()
 
 
-async def test_a_receive_inside_the_grant_of_a_blocked_sender_keeps_the_senders_order(
-    kind: str, inside_grant_sender: Arm
+async def test_a_receive_inside_the_wake_of_a_blocked_sender_keeps_the_senders_order(
+    kind: str, inside_wake: Arm
 ) -> None:
     # Two senders blocked, B1 first.  A receive_nowait() run as B1 is
     # woken takes the next item and lets B2's in: after B1's.
@@ -382,11 +365,124 @@ async def test_a_receive_inside_the_grant_of_a_blocked_sender_keeps_the_senders_
         await settle()
         second = Call(lambda: tx.send("B2")).start(tg)
         await settle()
-        inside_grant_sender(lambda: taken.append(rx.receive_nowait()))
+        inside_wake(lambda: taken.append(rx.receive_nowait()))
         assert rx.receive_nowait() == "pre0"
         await first.finished.wait()
         await second.finished.wait()
     assert taken == ["pre1"]
     assert drain(rx) == ["B1", "B2"]
+    tx.close()
+    rx.close()
+
+
+@pytest.mark.parametrize("how", ["send", "send_nowait"])
+async def test_the_last_receiver_closed_inside_a_handoff_breaks_the_next_send(
+    kind: str, how: str, inside_wake: Arm
+) -> None:
+    # A send hands its item to the parked receiver; the last receiver is
+    # closed as the receiver is woken.  Later sends raise
+    # BrokenResourceError (they were taken into a channel nobody could
+    # receive from, and kept there).
+    tx, rx = make(kind, 2)
+    async with anyio.create_task_group() as tg:
+        receiver = Call(rx.receive).start(tg)
+        await settle()
+        inside_wake(rx.close)
+        if how == "send":
+            await tx.send("A")
+        else:
+            tx.send_nowait("A")
+        with pytest.raises(anyio.BrokenResourceError):
+            tx.send_nowait("Y")
+        await receiver.finished.wait()
+        with pytest.raises(anyio.BrokenResourceError):
+            tx.send_nowait("Z")
+    assert receiver.result == "A"
+    tx.close()
+
+
+@pytest.mark.parametrize("flavour", ["mpmc", "memory"])
+async def test_the_last_sender_closed_inside_a_handoff_ends_the_stream_after_the_item(
+    flavour: str, anyio_backend_name: str, inside_wake: Arm
+) -> None:
+    # Two receivers parked; a send hands its item to the first, and the
+    # last sender is closed as it is woken.  The first is then cancelled
+    # before it runs (asyncio): the item goes to the second, and only then
+    # does the stream end (the close saw no item in flight, and ended the
+    # stream for the second at once).
+    if anyio_backend_name != "asyncio":
+        pytest.skip("plain asyncio task.cancel() of a woken task")
+    import asyncio
+
+    tx, rx = make(flavour, 0)
+    loop = asyncio.get_running_loop()
+    first = loop.create_task(rx.receive())
+    await settle()
+    second = loop.create_task(rx.receive())
+    await settle()
+    inside_wake(tx.close)
+    tx.send_nowait("A")
+    first.cancel()
+    await asyncio.wait([first, second])
+    assert first.cancelled()
+    assert second.result() == "A"
+    with pytest.raises(anyio.EndOfStream):
+        rx.receive_nowait()
+    rx.close()
+
+
+@pytest.mark.parametrize("capacity", [0, 1])
+async def test_a_receive_inside_a_handoff_to_the_single_receiver_is_busy(
+    capacity: int, inside_wake: Arm
+) -> None:
+    # The mpsc receiver's task is parked; a send hands it an item, and
+    # another receive on it runs as it is woken: that receiver is busy
+    # (its granted receive has not resumed).
+    tx, rx = make("mpsc", capacity)
+    got: list[str] = []
+
+    def receive_now() -> None:
+        try:
+            rx.receive_nowait()
+        except anyio.BusyResourceError:
+            got.append("busy")
+
+    async with anyio.create_task_group() as tg:
+        receiver = Call(rx.receive).start(tg)
+        await settle()
+        inside_wake(receive_now)
+        tx.send_nowait("A")
+        await receiver.finished.wait()
+    assert got == ["busy"]
+    assert receiver.result == "A"
+    tx.close()
+    rx.close()
+
+
+@pytest.mark.parametrize("flavour", ["mpsc", "mpmc"])
+async def test_a_receive_inside_a_wake_of_receive_many_comes_after_the_batch(
+    flavour: str, inside_wake: Arm
+) -> None:
+    # receive_many(3) takes the items of three of four blocked senders: the
+    # first as receive() does, waking its sender, the others in one step.
+    # A receive_nowait() run as the second is woken gets the fourth's, not
+    # one from the middle of that step.
+    tx, rx = make(flavour, 0)
+    taken: list[str] = []
+
+    def send(item: str) -> Callable[[], Awaitable[None]]:
+        return lambda: tx.send(item)
+
+    async with anyio.create_task_group() as tg:
+        senders = []
+        for i in range(1, 5):
+            senders.append(Call(send(f"S{i}")).start(tg))
+            await settle()
+        inside_wake(lambda: None)  # the first sender's wake-up
+        inside_wake(lambda: taken.append(rx.receive_nowait()))
+        assert await rx.receive_many(3) == ["S1", "S2", "S3"]
+        for sender in senders:
+            await sender.finished.wait()
+    assert taken == ["S4"]
     tx.close()
     rx.close()

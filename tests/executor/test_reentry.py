@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import pytest
 
 from anyio_prims import Event, Executor, JobCancelled, JoinHandle
@@ -215,3 +216,31 @@ async def test_a_map_call_ends_when_the_map_is_closed_while_it_parks(
         with anyio.fail_after(5), pytest.raises(StopAsyncIteration):
             await results.__anext__()
         release.set()
+
+
+async def test_a_job_spawned_inside_a_wake_of_spawn_many_comes_after_the_batch(
+    inside_wake: Arm,
+) -> None:
+    # spawn_many() hands its first jobs to the idle workers and queues the
+    # rest; a spawn() run as the first worker is woken finds every idle
+    # worker taken, and its job is queued after the batch (it took the
+    # second idle worker, ahead of the batch's second job).
+    started: list[str] = []
+
+    async def job(name: str) -> None:
+        started.append(name)
+        await anyio.lowlevel.checkpoint()
+
+    async with Executor(max_workers=2) as executor:
+        for name in ("w1", "w2"):
+            executor.spawn(job, name)
+        await settle()  # both workers idle
+        started.clear()
+
+        def spawn_x() -> None:
+            executor.spawn(job, "X")
+
+        inside_wake(spawn_x)
+        executor.spawn_many(job, [("a",), ("b",), ("c",)])
+    assert sorted(started[:2]) == ["a", "b"]
+    assert started[2:] == ["c", "X"]
