@@ -5,13 +5,11 @@
 # here; none of it imports asyncio or trio.
 from __future__ import annotations
 
-from typing import Final
-
 from ._backend import (
     FORCE_GENERIC,
     NO_TASKS,
+    REARMS_QUEUED,
     TaskMap,
-    _rearms_queued,
     asyncio_cancelling,
     checkpoint,
     checkpoint_if_cancelled,
@@ -85,7 +83,3 @@ __all__ = [
     "uncancel_to",
     "withdraw_rearmed",
 ]
-
-#: The asyncio tasks with a re-armed cancellation queued (the executor's
-#: workers test it after each job; see ``withdraw_rearmed``).
-REARMS_QUEUED: Final = _rearms_queued

@@ -40,6 +40,7 @@ import asyncio.tasks
 import os
 import sys
 import types
+import weakref
 from asyncio import _get_running_loop
 from asyncio import current_task as _asyncio_current_task
 from collections.abc import Awaitable, Callable, Generator
@@ -680,38 +681,25 @@ def asyncio_cancelling() -> int | None:
     return cancelling() if cancelling is not None else None
 
 
-#: asyncio tasks whose re-armed cancellation (``rearm_cancellation``) is
-#: queued and not yet made again, and how many are: those requests are
-#: counted in ``cancelling()`` but are not delivered yet.
-_rearms_queued: dict[Any, int] = {}
+class RearmsQueued:
+    """How many re-armed cancellations (``rearm_cancellation``) are queued
+    and not made again yet, and for which asyncio tasks.
 
-
-def requests_before_wait(task: Any) -> int | None:
-    """The cancellation requests counted for asyncio ``task`` as it parks
-    for a wait whose grant stands, or None before 3.11.
-
-    ``cancelling()``, less the requests whose re-arm is still queued: those
-    are delivered during the wait (they came before it, but the wait is
-    where they take effect), so that a wait granted before one is delivered
-    re-arms it in turn.  Never below 0 (one withdrawn meanwhile leaves
-    the count below them): a request is made again only while the count
-    is above this, so it is never made with the count at 0, which Python
-    3.11 and 3.12 would leave pending with nothing counted.
+    ``count`` is read on a hot path (after every executor job) as a plain
+    slot.  The tasks are held weakly: a loop closed with a re-arm still
+    queued drops it, and the task with it.  ``count`` then stays above 0,
+    which costs each later job one task lookup and changes nothing else.
     """
-    cancelling = getattr(task, "cancelling", None)
-    if cancelling is None:
-        return None
-    count: int = cancelling()
-    if _rearms_queued:
-        count = max(count - _rearms_queued.get(task, 0), 0)
-    return count
+
+    __slots__ = ("count", "tasks")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.tasks: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
 
 
-def asyncio_requests_before_wait() -> int | None:
-    """:func:`requests_before_wait` of the running asyncio task, else None."""
-    if asyncio_loop() is None:
-        return None
-    return requests_before_wait(_asyncio_current_task())
+#: The one registry of this interpreter.
+REARMS_QUEUED: Final = RearmsQueued()
 
 
 def uncancel_to(count: int) -> None:
@@ -737,11 +725,11 @@ def withdraw_rearmed(count: int) -> None:
     For an executor's worker whose job ended normally, its last call a send
     taken as a plain ``task.cancel()`` of the worker came: that request was
     meant for the job, which ended with it.  Its queued re-arm then finds
-    the count back where the send parked, and makes nothing.  Call only
-    when ``_rearms_queued`` is not empty (the test is the caller's, so that
-    the usual case costs no call).
+    no request counted above the worker's, and makes nothing.  Call only
+    when ``REARMS_QUEUED.count`` is above 0 (the test is the caller's, so
+    that the usual case costs no call).
     """
-    if _asyncio_current_task() in _rearms_queued:
+    if _asyncio_current_task() in REARMS_QUEUED.tasks:
         uncancel_to(count)
 
 
@@ -759,19 +747,23 @@ def rearm_cancellation(
       again once the task has stopped at its next checkpoint: a loop
       callback, queued now, runs after the task's current step and calls
       ``cancel()`` (then ``uncancel()``, for the count) if the task is not
-      done and a request that came during the wait is still counted: its
-      ``cancelling()`` is above ``cancelling_before``, the count when the
-      task parked (above 0 if that is not known).  That is Python 3.13's
-      rule for a pending ``cancel()`` (``uncancel()`` withdraws it when
-      the count reaches 0), applied to the requests of this wait alone.
-      So an ``asyncio.timeout()`` block that expired at such a send and
-      ends right after it lets nothing out (a ``cancel()`` made at once
-      would, on 3.11 and 3.12, whose ``uncancel()`` leaves it pending),
-      also where a request made before the wait is still counted (cleanup
+      done and its ``cancelling()`` is above 0: Python 3.13's
+      ``uncancel()`` withdraws a pending ``cancel()`` when the count
+      reaches 0, and keeps it otherwise.  So an ``asyncio.timeout()`` block
+      that expired at such a send and ends right after it lets nothing out
+      (a ``cancel()`` made at once would, on 3.11 and 3.12, whose
+      ``uncancel()`` leaves it pending).  The count does not tell which
+      requests were withdrawn: with another one still counted (a cleanup
       after a caught cancellation, a shielded AnyIO scope inside a
-      cancelled one).  A task that ends in this step is not cancelled:
-      its last call did what it was asked.  Python 3.10 has no count;
-      there the request is made again unless the task is done.
+      cancelled one), a withdrawn request is made again, as 3.13 keeps a
+      pending one there.  A rule that compared with the count when the
+      task parked would not: it lost the request instead where an older
+      one was withdrawn (the ``uncancel()`` that code which swallows a
+      cancellation owes), so a ``TaskGroup`` abort went unheard.  A
+      request made again where none was due is the lesser fault.  A task
+      that ends in this step is not cancelled: its last call did what it
+      was asked.  Python 3.10 has no count; there the request is made
+      again unless the task is done.
     * An AnyIO cancel scope's cancellation (asyncio) is left alone: those
       scopes are level-triggered on asyncio too (the scope cancels the task
       again at its next wait inside it) and count their own ``cancel()``
@@ -800,25 +792,28 @@ def rearm_cancellation(
         message = None  # the other request's message is not kept
     else:
         message = exc.args[0] if exc.args else None
-    task.get_loop().call_soon(_cancel_again, task, message, cancelling_before or 0)
-    _rearms_queued[task] = _rearms_queued.get(task, 0) + 1
+    task.get_loop().call_soon(_cancel_again, task, message)
+    queued = REARMS_QUEUED
+    queued.tasks[task] = queued.tasks.get(task, 0) + 1
+    queued.count += 1
 
 
-def _cancel_again(task: Any, message: object, before: int) -> None:
+def _cancel_again(task: Any, message: object) -> None:
     # rearm_cancellation()'s request, made when the task has stopped at its
-    # next checkpoint (or ended): unless it ended, or the count is back to
-    # ``before``, what it was when the task parked, so that no request made
-    # during the wait is counted any more (3.13's rule for a pending
-    # cancel(), for this wait's requests).  The count stays what it was.
-    queued = _rearms_queued.pop(task)
-    if queued > 1:
-        _rearms_queued[task] = queued - 1
+    # next checkpoint (or ended): unless it ended, or no request is counted
+    # any more (3.13's rule for a pending cancel()).  The count stays what
+    # it was.
+    queued = REARMS_QUEUED
+    queued.count -= 1
+    left = queued.tasks.pop(task, 1) - 1
+    if left:
+        queued.tasks[task] = left
     if task.done():
         return
     cancelling = getattr(task, "cancelling", None)
     if cancelling is None:  # 3.10
         task.cancel(message)
-    elif cancelling() > before:
+    elif cancelling() > 0:
         task.cancel(message)
         task.uncancel()
 

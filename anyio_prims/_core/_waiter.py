@@ -108,10 +108,9 @@ from ._backend import (
     FORCE_GENERIC,
     FUTURE_FROM_RUNNING_LOOP,
     TASK_MAP_KEPT,
-    _rearms_queued,
     _tasks_by_loop,
+    asyncio_cancelling,
     asyncio_loop,
-    asyncio_requests_before_wait,
     future_factory,
     is_cancellation,
     rearm_cancellation,
@@ -220,14 +219,10 @@ class Waiter(Generic[P]):
 
 
 class AsyncioWaiter(Waiter[P]):
-    __slots__ = ("_cancelling", "_fut")
+    __slots__ = ("_fut",)
 
     #: The loop future ``wait`` is.
     _fut: Future[Any]
-    #: Set only for a wait whose grant stands (``Parking.count_requests``):
-    #: the parked task's requests counted when it parked
-    #: (``_backend.requests_before_wait``; 3.11+), or None.
-    _cancelling: int | None
 
     def grant(self, value: object = None) -> None:
         # Waiter.grant with _wake inlined: this runs on every handoff.
@@ -343,11 +338,10 @@ class GenericWaiter(Waiter[P]):
         # not make this wait on itself.
         self._event = AnyIOEvent()
         self.wait = self._event.wait()
-        #: The parked asyncio task's requests counted when it parked
-        #: (``_backend.requests_before_wait``; 3.11+), or None: how
-        #: ``rearm_cancellation`` tells the requests that arrived during
-        #: this wait.
-        self._cancelling = asyncio_requests_before_wait()
+        #: The parked asyncio task's ``cancelling()`` count when it parked
+        #: (3.11+), or None: how ``rearm_cancellation`` tells the requests
+        #: that arrived during this wait.
+        self._cancelling = asyncio_cancelling()
 
     def _wake(self) -> None:
         self._event.set()
@@ -513,8 +507,6 @@ class Parking(Generic[P]):
         undoes what it still can.
         """
         waiter = self.enqueue(payload)
-        if give_back is None:
-            self.count_requests(waiter)
         if recheck is not None and waiter.state is PENDING and recheck(waiter):
             self.withdraw(waiter)
             return WITHDRAWN
@@ -535,38 +527,6 @@ class Parking(Generic[P]):
             finally:
                 del value  # the traceback keeps this frame: no cycle
         return value
-
-    def count_requests(self, waiter: Waiter[Any]) -> None:
-        """Record the cancellation requests counted for the task that just
-        parked ``waiter`` here, for a wait whose grant stands
-        (``give_back=None``: ``park`` calls this, a wait written out calls
-        it after ``enqueue``).
-
-        A cancellation that arrives once such a wait was granted is re-armed
-        (``rearm_cancellation``), and the count when the task parked tells
-        which requests came during the wait.  An asyncio waiter records its
-        task's ``cancelling()`` (3.11+; None before); the generic waiter
-        records it when it is made; Trio needs nothing.  Only on these waits:
-        a task lookup costs every other wait nothing.
-        """
-        if type(waiter) is AsyncioWaiter:
-            # requests_before_wait(), written out for the task of the loop
-            # the waiter was made for (the caller, as in enqueue).
-            loop = self._loop
-            task: Any = (
-                _tasks_by_loop.get(loop)
-                if TASK_MAP_KEPT
-                else _asyncio_current_task(loop)
-            )
-            try:
-                count: int = task.cancelling()
-            except AttributeError:  # Python 3.10, or a task type without it
-                waiter._cancelling = None
-            else:
-                if _rearms_queued:
-                    # (never below 0: see requests_before_wait)
-                    count = max(count - _rearms_queued.get(task, 0), 0)
-                waiter._cancelling = count
 
     def _abandoned(self, waiter: Waiter[Any]) -> None:
         """``waiter`` became ABANDONED while still parked here."""
@@ -598,7 +558,10 @@ class Parking(Generic[P]):
             if give_back is not None:
                 give_back(waiter.value)
             elif is_cancellation(exc):
-                rearm_cancellation(exc, getattr(waiter, "_cancelling", None))
+                rearm_cancellation(
+                    exc,
+                    waiter._cancelling if type(waiter) is GenericWaiter else None,
+                )
                 return True
             elif kept is not None:
                 kept(waiter.value)

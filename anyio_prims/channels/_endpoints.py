@@ -213,7 +213,6 @@ class SendEndpoint(_Endpoint, ObjectSendStream[T_contra], Generic[T_contra]):
         if waiters is NOT_OPENED:  # the first send on this channel to park
             waiters = state.open_send_waiters()
         waiter = waiters.enqueue((self, item))
-        waiters.count_requests(waiter)  # for a cancellation after the grant
         state.recv_floor = INF  # a sender is parked: its item comes next
         if (
             len(buffer) - len(state.in_flight) < state.capacity

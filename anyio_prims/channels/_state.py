@@ -232,8 +232,6 @@ class Waiting(Protocol[P]):
 
     def withdraw(self, waiter: Waiter[P]) -> None: ...
 
-    def count_requests(self, waiter: Waiter[P]) -> None: ...
-
     def _interrupted(
         self,
         waiter: Waiter[Any],

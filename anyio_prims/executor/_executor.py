@@ -1053,7 +1053,7 @@ class Executor:
                         # Not kept while the next job runs: it goes with its
                         # last user.
                         value = None
-                        if REARMS_QUEUED and cancelling is not None:
+                        if REARMS_QUEUED.count and cancelling is not None:
                             # The job's last call may have been a send taken
                             # as a plain task.cancel() of this worker came:
                             # the send returned, with the request re-armed.
