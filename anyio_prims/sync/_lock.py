@@ -217,11 +217,11 @@ class Lock(CopiedWhole):
         # _hand_over() for one unit (see the module comment).  This task is
         # no owner from here on: a finalizer that a collection runs in the
         # wake-up (it allocates) must not find it the owner, free to release
-        # again.  The head waiter's task stands for the new owner until the
-        # grant names it (a parked waiter's task, or None for one that left).
+        # again.  No owner is named until the grant returns (the head
+        # waiter's task, read here, cost a hand-over 5 times the store).
         waiters = self._sem._waiters
         if waiters.parked:
-            self._owner = waiters.parked[0].task
+            self._owner = None
             granted = waiters.grant_head(1)
             if granted is not None:
                 self._owner = granted.task
