@@ -90,3 +90,29 @@ def arm_inside_wake(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
 
     monkeypatch.setattr(_waiter.GenericWaiter, "_wake", wake)
     return armed
+
+
+def arm_inside_refused_grant(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """asyncio only: run one-shot actions where a grant would be refused, a
+    ``set_result()`` on the future of a waiter whose task was cancelled
+    (the error it raises allocates: a finalizer could run there).  A
+    primitive must be made after this is armed.  The library tests for a
+    cancelled task first, so nothing should run here."""
+    import asyncio
+
+    from anyio_prims._core import _waiter
+
+    armed: list[Callable[[], None]] = []
+
+    class HookFuture(asyncio.Future[Any]):
+        def set_result(self, result: Any) -> None:
+            if self.cancelled() and armed:
+                armed.pop(0)()
+            super().set_result(result)
+
+    def future_factory(loop: Any) -> Callable[[], asyncio.Future[Any]]:
+        return lambda: HookFuture(loop=loop)
+
+    monkeypatch.setattr(_waiter, "future_factory", future_factory)
+    monkeypatch.setattr(_waiter, "FUTURE_FROM_RUNNING_LOOP", True)
+    return armed

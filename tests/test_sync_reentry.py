@@ -278,3 +278,38 @@ async def test_a_release_inside_the_wake_of_the_next_owner_is_refused(
     assert refused == ["RuntimeError"]
     assert most == 1
     assert not lock.locked()
+
+
+async def test_a_lock_passed_on_by_a_cancelled_waiter_names_its_owner_before_waking_it(
+    anyio_backend_name: str, inside_wake: Arm
+) -> None:
+    # release() hands the lock to the first waiter, which is cancelled
+    # before it runs; it passes the lock on to the second.  As the second
+    # is woken, statistics() already names it the owner.
+    if anyio_backend_name != "asyncio":
+        pytest.skip("plain asyncio task.cancel() of a woken waiter")
+    import asyncio
+
+    lock = anyio_prims.Lock()
+    await lock.acquire()
+    loop = asyncio.get_running_loop()
+    first = loop.create_task(lock.acquire(), name="first")
+    await settle()
+    second = loop.create_task(lock.acquire(), name="second")
+    await settle()
+    owners: list[str | None] = []
+
+    def record_owner() -> None:
+        owner = lock.statistics().owner
+        owners.append(None if owner is None else owner.name)
+
+    inside_wake(lambda: None)  # the first waiter's wake-up
+    inside_wake(record_owner)  # the second's, as the lock is passed on
+    lock.release()
+    first.cancel()
+    await asyncio.wait([first, second])
+    assert first.cancelled()
+    assert owners == ["second"]
+    owner = lock.statistics().owner
+    assert owner is not None
+    assert owner.name == "second"

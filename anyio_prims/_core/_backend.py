@@ -725,7 +725,8 @@ def withdraw_rearmed(count: int) -> None:
     For an executor's worker whose job ended normally, its last call a send
     taken as a plain ``task.cancel()`` of the worker came: that request was
     meant for the job, which ended with it.  Its queued re-arm then finds
-    no request counted above the worker's, and makes nothing.  Call only
+    the count back at ``count``, the worker's (0 for a worker task that
+    nothing else cancelled), and makes nothing.  Call only
     when ``REARMS_QUEUED.count`` is above 0 (the test is the caller's, so
     that the usual case costs no call).
     """

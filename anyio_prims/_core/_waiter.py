@@ -764,27 +764,34 @@ class WaitQueue(Parking[P]):
             if waiter.state is not PENDING:
                 self._dead -= 1  # ABANDONED, as in grant_head()
                 continue
-            waiter.value = value
-            waiter.state = GRANTED
-            into.append(waiter)
             if type(waiter) is AsyncioWaiter:
-                # try_grant() written out, as in grant_head().
-                try:
-                    waiter._fut.set_result(None)
-                except InvalidStateError:  # its task was cancelled
-                    into.remove(waiter)  # (the error allocates: not pop())
+                fut = waiter._fut
+                # Its task was cancelled: tested before anything is changed
+                # (set_result() would refuse it, but the error it raises
+                # allocates, and a finalizer run there would find the
+                # waiter recorded and the caller's state half changed).
+                if fut.cancelled():
                     waiter._abandon()
                     continue
+                waiter.value = value
+                waiter.state = GRANTED
+                into.append(waiter)
+                fut.set_result(None)  # nothing ran since the test above
                 return waiter
             if type(waiter) is TrioWaiter:  # never refused, as try_grant()
+                waiter.value = value
+                waiter.state = GRANTED
+                into.append(waiter)
                 task = waiter._task
                 waiter._task = waiter.owner = None  # type: ignore[assignment]
                 _trio_reschedule(task)
                 return waiter
             if waiter._gone():
-                into.remove(waiter)
                 waiter._abandon()  # its task was cancelled; it counts nothing
                 continue
+            waiter.value = value
+            waiter.state = GRANTED
+            into.append(waiter)
             waiter.wake()
             return waiter
         return None
@@ -1035,26 +1042,30 @@ class Slot(Parking[P]):
         if waiter is None:
             return None
         self.parked = None
-        waiter.value = value
-        waiter.state = GRANTED
-        into.append(waiter)
         if type(waiter) is AsyncioWaiter:
-            try:
-                waiter._fut.set_result(None)
-            except InvalidStateError:  # its task was cancelled
-                into.remove(waiter)  # (the error allocates: not pop())
+            fut = waiter._fut
+            if fut.cancelled():  # tested first, as in WaitQueue's
                 waiter._abandon()
                 return None
+            waiter.value = value
+            waiter.state = GRANTED
+            into.append(waiter)
+            fut.set_result(None)  # nothing ran since the test above
             return waiter
         if type(waiter) is TrioWaiter:  # never refused, as try_grant()
+            waiter.value = value
+            waiter.state = GRANTED
+            into.append(waiter)
             task = waiter._task
             waiter._task = waiter.owner = None  # type: ignore[assignment]
             _trio_reschedule(task)
             return waiter
         if waiter._gone():
-            into.remove(waiter)
             waiter._abandon()  # its task was cancelled; it counts nothing
             return None
+        waiter.value = value
+        waiter.state = GRANTED
+        into.append(waiter)
         waiter.wake()
         return waiter
 

@@ -21,6 +21,7 @@ import gc
 import math
 import sys
 from collections.abc import Awaitable, Callable, Iterator
+from functools import partial
 from types import FrameType
 from typing import Any
 
@@ -30,7 +31,7 @@ import pytest
 from anyio_prims._core import FORCE_GENERIC, Slot, WaitQueue
 from anyio_prims.channels._endpoints import ReceiveEndpoint, SendEndpoint
 
-from .._reentry import Arm, arm_inside_enqueue
+from .._reentry import Arm, arm_inside_enqueue, arm_inside_refused_grant
 from ._support import WITH_MEMORY, Call, drain, make, settle
 
 pytestmark = pytest.mark.anyio
@@ -305,6 +306,19 @@ async def test_a_collection_inside_a_call_that_parks_leaves_no_call_waiting(
 # action runs there through the ``inside_wake`` fixture (tests/conftest.py).
 
 
+def _send_of(tx: Any, item: str) -> Callable[[], Awaitable[None]]:
+    """A sender's call of ``tx.send(item)``."""
+    return lambda: tx.send(item)
+
+
+def _send_x_or_note(tx: Any, got: list[str]) -> None:
+    """Send "X" at once, or note that it would block."""
+    try:
+        tx.send_nowait("X")
+    except anyio.WouldBlock:
+        got.append("WouldBlock")
+
+
 async def _receive_by(how: str, rx: Any) -> Any:
     if how == "receive_nowait":
         return rx.receive_nowait()
@@ -331,16 +345,10 @@ async def test_a_send_inside_the_wake_of_a_blocked_sender_finds_the_buffer_full(
         tx.send_nowait(f"pre{i}")
     got: list[str] = []
 
-    def send_now() -> None:
-        try:
-            tx.send_nowait("X")
-        except anyio.WouldBlock:
-            got.append("WouldBlock")
-
     async with anyio.create_task_group() as tg:
         blocked = Call(lambda: tx.send("B")).start(tg)
         await settle()
-        inside_wake(send_now)
+        inside_wake(partial(_send_x_or_note, tx, got))
         assert await _receive_by(how, rx) == "pre0"
         await blocked.finished.wait()
     assert got == ["WouldBlock"]
@@ -470,13 +478,10 @@ async def test_a_receive_inside_a_wake_of_receive_many_comes_after_the_batch(
     tx, rx = make(flavour, 0)
     taken: list[str] = []
 
-    def send(item: str) -> Callable[[], Awaitable[None]]:
-        return lambda: tx.send(item)
-
     async with anyio.create_task_group() as tg:
         senders = []
         for i in range(1, 5):
-            senders.append(Call(send(f"S{i}")).start(tg))
+            senders.append(Call(_send_of(tx, f"S{i}")).start(tg))
             await settle()
         inside_wake(lambda: None)  # the first sender's wake-up
         inside_wake(lambda: taken.append(rx.receive_nowait()))
@@ -484,5 +489,105 @@ async def test_a_receive_inside_a_wake_of_receive_many_comes_after_the_batch(
         for sender in senders:
             await sender.finished.wait()
     assert taken == ["S4"]
+    tx.close()
+    rx.close()
+
+
+@pytest.mark.parametrize("how", ["send", "send_nowait"])
+@pytest.mark.parametrize("flavour", ["mpsc", "mpmc", "memory"])
+async def test_a_send_past_a_cancelled_receiver_runs_no_code_half_way(
+    flavour: str,
+    how: str,
+    anyio_backend_name: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The head receiver's task was cancelled and has not run: the send
+    # skips it.  A grant refused by its future raises an error, which
+    # allocates: a send run there found the first item counted as handed
+    # over, and the first was delivered twice, the second lost.
+    if anyio_backend_name != "asyncio":
+        pytest.skip("plain asyncio task.cancel() of a parked receiver")
+    import asyncio
+
+    armed = arm_inside_refused_grant(monkeypatch)
+    tx, rx = make(flavour, 2)
+    receiver = asyncio.get_running_loop().create_task(rx.receive())
+    await settle()
+    receiver.cancel()
+    armed.append(lambda: tx.send_nowait("Y"))
+    if how == "send":
+        await tx.send("X")
+    else:
+        tx.send_nowait("X")
+    if armed:  # not run inside the send: run it just after
+        armed.pop()()
+    await asyncio.wait([receiver])
+    assert receiver.cancelled()
+    assert drain(rx) == ["X", "Y"]
+    tx.close()
+    rx.close()
+
+
+@pytest.mark.parametrize("flavour", ["mpsc", "mpmc"])
+async def test_a_send_inside_a_wake_of_receive_many_refilling_finds_the_buffer_full(
+    flavour: str, inside_wake: Arm
+) -> None:
+    # receive_many(2) takes the first buffered item as receive() does,
+    # letting the first blocked sender's item in and waking it; then the
+    # second item, and the second sender's item in to refill the buffer.
+    # A send_nowait() run as that sender is woken finds the buffer full.
+    tx, rx = make(flavour, 2)
+    tx.send_nowait("pre0")
+    tx.send_nowait("pre1")
+    got: list[str] = []
+
+    async with anyio.create_task_group() as tg:
+        senders = []
+        for name in ("S1", "S2"):
+            senders.append(Call(_send_of(tx, name)).start(tg))
+            await settle()
+        inside_wake(lambda: None)  # the first sender's wake-up
+        inside_wake(partial(_send_x_or_note, tx, got))
+        assert await rx.receive_many(2) == ["pre0", "pre1"]
+        for sender in senders:
+            await sender.finished.wait()
+    assert got == ["WouldBlock"]
+    assert drain(rx) == ["S1", "S2"]
+    tx.close()
+    rx.close()
+
+
+async def test_an_item_given_back_is_the_next_receivers_before_it_is_woken(
+    anyio_backend_name: str, inside_wake: Arm
+) -> None:
+    # A send hands its item to the first of two parked receivers, which is
+    # cancelled before it runs: the item goes to the second.  A receive
+    # run as the second is woken finds the item taken (it is owed to it).
+    if anyio_backend_name != "asyncio":
+        pytest.skip("plain asyncio task.cancel() of a woken receiver")
+    import asyncio
+
+    tx, rx = make("mpmc", 0)
+    loop = asyncio.get_running_loop()
+    first = loop.create_task(rx.receive())
+    await settle()
+    second = loop.create_task(rx.receive())
+    await settle()
+    got: list[str] = []
+
+    def receive_now() -> None:
+        try:
+            got.append(rx.receive_nowait())
+        except anyio.WouldBlock:
+            got.append("WouldBlock")
+
+    inside_wake(lambda: None)  # the first receiver's wake-up
+    inside_wake(receive_now)  # the second's, as the item is given on
+    tx.send_nowait("A")
+    first.cancel()
+    await asyncio.wait([first, second])
+    assert first.cancelled()
+    assert second.result() == "A"
+    assert got == ["WouldBlock"]
     tx.close()
     rx.close()
