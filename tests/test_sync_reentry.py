@@ -11,6 +11,7 @@ inside the wait queue's ``enqueue``, before or after the waiter is parked.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator
 from typing import Any
 
@@ -264,6 +265,12 @@ async def test_a_release_inside_the_wake_of_the_next_owner_is_refused(
             inside -= 1
 
     def release_again() -> None:
+        # (statistics() names no owner yet, and the held lock cannot be
+        # copied: a copy would be held by nobody.)
+        assert lock.statistics().owner is None
+        assert lock.locked()
+        with pytest.raises(TypeError):
+            copy.copy(lock)
         try:
             lock.release()
         except RuntimeError:

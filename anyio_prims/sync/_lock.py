@@ -234,7 +234,10 @@ class Lock(CopiedWhole):
         # the owner lookup starts unbound again (it may hold an event loop).
         # A held lock does not: its owner task cannot be copied, and is not
         # walked into (on Trio, a half-copied task leaves noise behind).
-        if self._owner is not None:
+        # Held is ``_value < 1``: inside a hand-over's wake-up the lock is
+        # held with no owner named yet (release()), and a copy made there
+        # would be held by nobody, for good.
+        if self._owner is not None or self._sem._value < 1:
             raise TypeError(f"cannot copy a {type(self).__name__} that a task holds")
         return None, {
             "_strict": self._strict,

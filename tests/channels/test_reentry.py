@@ -507,6 +507,8 @@ async def test_a_send_past_a_cancelled_receiver_runs_no_code_half_way(
     # over, and the first was delivered twice, the second lost.
     if anyio_backend_name != "asyncio":
         pytest.skip("plain asyncio task.cancel() of a parked receiver")
+    if flavour == "memory" and how == "send":
+        pytest.skip("the drop-in's send checkpoints first: the receiver leaves")
     import asyncio
 
     armed = arm_inside_refused_grant(monkeypatch)
