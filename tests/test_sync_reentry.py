@@ -265,12 +265,8 @@ async def test_a_release_inside_the_wake_of_the_next_owner_is_refused(
             inside -= 1
 
     def release_again() -> None:
-        # (statistics() names no owner yet, and the held lock cannot be
-        # copied: a copy would be held by nobody.)
-        assert lock.statistics().owner is None
+        assert lock.statistics().owner is None  # none named yet
         assert lock.locked()
-        with pytest.raises(TypeError):
-            copy.copy(lock)
         try:
             lock.release()
         except RuntimeError:
@@ -320,3 +316,28 @@ async def test_a_lock_passed_on_by_a_cancelled_waiter_names_its_owner_before_wak
     owner = lock.statistics().owner
     assert owner is not None
     assert owner.name == "second"
+
+
+@pytest.mark.parametrize("fast_acquire", [False, True])
+async def test_a_lock_handed_to_its_only_waiter_cannot_be_copied_in_the_wake(
+    fast_acquire: bool, inside_wake: Arm
+) -> None:
+    # As the only waiter is woken, the lock is held with no owner named
+    # yet and nobody else parked: a copy made there would be a lock held by
+    # nobody, for good.  It raises, as a copy of a held lock does.
+    lock = anyio_prims.Lock(fast_acquire=fast_acquire)
+    await lock.acquire()
+    refused: list[str] = []
+
+    def copy_now() -> None:
+        try:
+            copy.copy(lock)
+        except TypeError:
+            refused.append("TypeError")
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(lock.acquire)
+        await settle()
+        inside_wake(copy_now)
+        lock.release()
+    assert refused == ["TypeError"]
