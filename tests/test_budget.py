@@ -14,7 +14,7 @@ import asyncio
 import itertools
 import math
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractContextManager, asynccontextmanager, nullcontext
 from functools import partial
 from typing import Any
 
@@ -217,6 +217,68 @@ async def test_parking_starts_a_new_budget(kind: str) -> None:
             await sem.acquire()
             sem.release()
         during = ticker.ticks - before
+    assert during == 0
+
+
+@pytest.mark.parametrize("source", ["cancel scope", "task.cancel()"])
+@pytest.mark.parametrize("kind", PARKINGS)
+async def test_a_park_that_a_cancellation_ends_starts_a_new_budget(
+    kind: str, source: str, anyio_backend_name: str
+) -> None:
+    # A cancellation reaches a parked task only when the loop runs it
+    # again: the task has been through a schedule point, as a woken one
+    # has, and the budgeted calls after it start a full budget.
+    if source == "task.cancel()" and anyio_backend_name != "asyncio":
+        pytest.skip("a plain asyncio cancellation")
+    sem = BatchSemaphore(10)
+    parking = Parking(kind)
+    cancel: list[Callable[[], object]] = []
+
+    async def canceller(*, task_status: anyio.abc.TaskStatus[None]) -> None:
+        await parking.hold()
+        task_status.started()
+        while not parking.parked():
+            await anyio.lowlevel.checkpoint()
+        cancel[0]()
+
+    async def park_then_call(ticker: Ticker) -> int:
+        BUDGET.left = 2  # nearly spent
+        if source == "cancel scope":
+            with anyio.CancelScope() as scope:
+                cancel.append(scope.cancel)
+                await parking.park()
+            assert scope.cancelled_caught
+        else:
+            task = asyncio.current_task()
+            assert task is not None
+            cancel.append(task.cancel)
+            with pytest.raises(asyncio.CancelledError):
+                await parking.park()
+            if hasattr(task, "uncancel"):
+                task.uncancel()
+        before = ticker.ticks
+        with no_checkpoints():
+            for _ in range(BUDGET_SIZE - 1):
+                await sem.acquire()
+                sem.release()
+        return ticker.ticks - before
+
+    # The ticker sees every schedule point on asyncio; on Trio it may run
+    # after the calls in the batch they yield into, so Trio's own count of
+    # the task's checkpoints is read there.
+    no_checkpoints: Callable[[], AbstractContextManager[object]] = nullcontext
+    if anyio_backend_name == "trio":
+        import trio.testing
+
+        no_checkpoints = trio.testing.assert_no_checkpoints
+    async with ticking() as ticker, anyio.create_task_group() as tg:
+        await tg.start(canceller)
+        if source == "cancel scope":
+            during = await park_then_call(ticker)
+        else:
+            during = await asyncio.get_running_loop().create_task(
+                park_then_call(ticker)
+            )
     assert during == 0
 
 

@@ -12,18 +12,20 @@
 # counts calls since the last such schedule point, whichever task made them.
 # It is refilled only by a task that has just been through one: a task
 # resuming from a checkpoint of ours (``_backend.checkpoint``) or from a park
-# in a WaitQueue or Slot, never by a task on its way into one.  A task on
-# its way in may not give the turn back to the loop: under asyncio's eager
-# task factory a new task runs its first step inside ``create_task()``, and
-# when it parks or checkpoints there its creator carries on with no schedule
-# point in between.  A call that is about to park need not checkpoint first
-# (parking is one).  On one event loop only the running task can make calls,
-# so a task that makes nothing but non-blocking calls yields at least once
-# every BUDGET_SIZE of them (sooner if other tasks spent part of the
-# budget).  A cancelled checkpoint or park refills nothing: the next
-# checkpoint only comes sooner.  Event loops running in several threads
-# share the counter; each still yields every BUDGET_SIZE calls or sooner
-# except while another thread refills it at the same moment.
+# in a WaitQueue or Slot, woken or cancelled there (a cancellation reaches a
+# parked task only when the loop runs it again), never by a task on its way
+# into one.  A task on its way in may not give the turn back to the loop:
+# under asyncio's eager task factory a new task runs its first step inside
+# ``create_task()``, and when it parks or checkpoints there its creator
+# carries on with no schedule point in between.  A call that is about to
+# park need not checkpoint first (parking is one).  On one event loop only
+# the running task can make calls, so a task that makes nothing but
+# non-blocking calls yields at least once every BUDGET_SIZE of them (sooner
+# if other tasks spent part of the budget).  A cancelled checkpoint refills
+# nothing (AnyIO's may raise before it yields): the next checkpoint only
+# comes sooner.  Event loops running in several threads share the counter;
+# each still yields every BUDGET_SIZE calls or sooner except while another
+# thread refills it at the same moment.
 #
 # The counter is a slot on a module-level object rather than a thread-local
 # or context variable because it sits on every fast path: a slot decrement

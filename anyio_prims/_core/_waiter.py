@@ -47,12 +47,14 @@
 # A wait is ``park(payload, give_back)``, or, on the hottest paths, its two
 # halves written out: ``enqueue(payload)`` (make the waiter for the running
 # backend and queue it) and an await of ``waiter.wait``, settled as ``park``
-# settles it (``_interrupted`` on an exception; after waking, the budget
-# refilled, since the task has been through a schedule point, and then
-# ``FAILED`` handled).  The halves save ``park``'s coroutine frame on every
-# wait.  The budget is refilled on waking, not on parking: a task that
-# parks in an eager first step (asyncio's eager task factory) gives the
-# turn back to its creator, not to the loop (_budget.py).
+# settles it (``_interrupted`` on an exception, which refills the budget;
+# after waking, the budget refilled, and then ``FAILED`` handled).  Either
+# way the task has been through a schedule point: an exception reaches a
+# parked task only when the loop runs it again.  The halves save ``park``'s
+# coroutine frame on every wait.  The budget is refilled on waking, not on
+# parking: a task that parks in an eager first step (asyncio's eager task
+# factory) gives the turn back to its creator, not to the loop
+# (_budget.py).
 #
 # Recycling: a task whose wait ended normally (granted or failed) hands its
 # waiter back to the structure (written out at each wait: clear ``payload``
@@ -547,7 +549,15 @@ class Parking(Generic[P]):
 
         Called from the ``except`` clause of ``park``; on ``False`` the
         caller re-raises ``exc``.
+
+        Refills the budget, as a wake-up does: an exception is delivered to
+        a parked task only by the loop running it again (a cancellation, or
+        a Ctrl-C that Trio delivers), so the task has been through a
+        schedule point.  Not for ``GeneratorExit``: a coroutine closed
+        where it waits was not run by the loop.
         """
+        if type(exc) is not GeneratorExit:
+            BUDGET.left = BUDGET_SIZE
         state = waiter.state
         if state is PENDING:
             # Cancelled while parked: nothing was granted.

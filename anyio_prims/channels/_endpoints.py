@@ -15,9 +15,9 @@
 # ``strict`` every call is a checkpoint (as in AnyIO), otherwise one call in
 # BUDGET_SIZE is.  The checkpoint comes first, so a cancellation there
 # leaves nothing done; a call that is going to park skips it, because
-# parking is the checkpoint (and waking refills the budget).  The anyio drop-in
-# sets ``_checkpoint_before_park`` to keep anyio's order: a checkpoint, then
-# the park.
+# parking is the checkpoint (and waking, or a cancellation delivered there,
+# refills the budget).  The anyio drop-in sets ``_checkpoint_before_park``
+# to keep anyio's order: a checkpoint, then the park.
 #
 # A call decides to park on what it saw, and only then makes and parks its
 # waiter; making it allocates, so a garbage collection there may run a
@@ -388,7 +388,13 @@ class ReceiveEndpoint(_Endpoint, ObjectReceiveStream[T_co], Generic[T_co]):
         try:
             await waiter.wait
         except BaseException as exc:
-            waiters._interrupted(waiter, exc, partial(state.give_back, waiter))
+            waiters._interrupted(
+                waiter,
+                exc,
+                # (made only for a grant to give back: most interrupted
+                # receives were not granted)
+                partial(state.give_back, waiter) if waiter.state is GRANTED else None,
+            )
             state.sync()
             raise
         BUDGET.left = BUDGET_SIZE  # as in send()
