@@ -873,7 +873,55 @@ async def condition_cancellation(ns: SimpleNamespace, t: Tracer) -> None:
     t.add("wait_for", got, cond.locked())
 
 
-@pytest.mark.parametrize("scenario", [condition_notify, condition_cancellation])
+async def condition_subclass_overriding_acquire_and_release(
+    ns: SimpleNamespace, t: Tracer
+) -> None:
+    # A subclass that wraps acquire() and release() (to log, to count) has
+    # them called by async with and by wait(), also when wait() is
+    # cancelled and takes the lock back.
+    t.me("main")
+
+    class Logged(ns.Condition):  # type: ignore[misc, name-defined]
+        async def acquire(self) -> None:
+            t.add(anyio.get_current_task().name, "acquire")
+            await super().acquire()
+
+        def release(self) -> None:
+            t.add(anyio.get_current_task().name, "release")
+            super().release()
+
+    cond = Logged(ns.Lock())
+    scope = anyio.CancelScope()
+
+    async def notified() -> None:
+        async with cond:
+            await cond.wait()
+
+    async def cancelled() -> None:
+        with scope:
+            async with cond:
+                await cond.wait()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(notified, name="notified")
+        await settle()
+        async with cond:
+            cond.notify()
+        await settle()
+        tg.start_soon(cancelled, name="cancelled")
+        await settle()
+        scope.cancel()
+    t.add("locked", cond.locked())
+
+
+@pytest.mark.parametrize(
+    "scenario",
+    [
+        condition_notify,
+        condition_cancellation,
+        condition_subclass_overriding_acquire_and_release,
+    ],
+)
 async def test_condition_matches_anyio(
     scenario: Scenario, anyio_backend_name: str
 ) -> None:
