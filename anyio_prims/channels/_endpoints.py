@@ -154,7 +154,10 @@ class SendEndpoint(_Endpoint, ObjectSendStream[T_contra], Generic[T_contra]):
 
         Cancelled before the item was taken: nothing was sent.  Cancelled
         after a receiver took it: the call returns normally and the
-        cancellation takes effect at the task's next checkpoint.
+        cancellation takes effect at the task's next checkpoint.  (The
+        generic waiter learns of a cancellation only when the task runs, so
+        an item taken before then counts as taken before the cancellation:
+        the call returns normally.)
 
         :raises anyio.ClosedResourceError: if this endpoint is closed, or is
             closed while the call waits
@@ -321,7 +324,8 @@ class ReceiveEndpoint(_Endpoint, ObjectReceiveStream[T_co], Generic[T_co]):
         granted, and that receiver's reservation moves on to the next item.
         On Trio, an item granted before one already delivered is not taken:
         it stays for its own receiver, so no task gets a sender's items out
-        of order.
+        of order (with the native waiter; docs/semantics.md gives the one
+        exception with the generic waiter).
         Cancelled before an item was granted: nothing was taken.  Cancelled
         after one was granted but before the task ran: the item goes to the
         next receiver, or back to the front of the buffer, and the

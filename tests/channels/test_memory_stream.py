@@ -362,6 +362,40 @@ def test_statistics_is_anyios_tuple() -> None:
         assert tx.statistics() == stats
 
 
+def test_no_item_counts_as_buffered_once_the_last_receive_stream_closes() -> None:
+    # The items are released at once (AnyIO's stream keeps counting them).
+    tx, rx = create_memory_object_stream[int](3)
+    with tx:
+        tx.send_nowait(1)
+        tx.send_nowait(2)
+        rx.close()
+        assert tx.statistics().current_buffer_used == 0
+
+
+async def test_sends_failed_by_closing_the_last_receive_stream_stop_counting() -> None:
+    # Woken with BrokenResourceError, they no longer count as waiting, also
+    # before they run (AnyIO counts them until they do).
+    tx, rx = create_memory_object_stream[int](0)
+    outcomes: list[str] = []
+
+    async def send(item: int) -> None:
+        try:
+            await tx.send(item)
+        except anyio.BrokenResourceError:
+            outcomes.append("broken")
+
+    with tx:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(send, 1)
+            tg.start_soon(send, 2)
+            await settle()
+            assert tx.statistics().tasks_waiting_send == 2
+            rx.close()
+            assert tx.statistics().tasks_waiting_send == 0
+            assert outcomes == []  # the senders have not run yet
+    assert outcomes == ["broken", "broken"]
+
+
 @pytest.mark.parametrize("size", [-1, 1.5, "3", None, -math.inf])
 def test_bad_max_buffer_size_raises_what_anyio_raises(size: Any) -> None:
     with pytest.raises(ValueError, match="max_buffer_size") as theirs:
