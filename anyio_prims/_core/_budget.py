@@ -22,10 +22,12 @@
 # the running task can make calls, so a task that makes nothing but
 # non-blocking calls yields at least once every BUDGET_SIZE of them (sooner
 # if other tasks spent part of the budget).  A cancelled checkpoint refills
-# nothing (AnyIO's may raise before it yields): the next checkpoint only
-# comes sooner.  Event loops running in several threads share the counter;
-# each still yields every BUDGET_SIZE calls or sooner except while another
-# thread refills it at the same moment.
+# nothing (a cautious rule: the next checkpoint only comes sooner).  Code
+# that drives a coroutine itself and throws into it where it parks is no
+# loop: each such throw refills the budget (Parking._interrupted).  Event
+# loops running in several threads share the counter; each still yields
+# every BUDGET_SIZE calls or sooner except while another thread refills it
+# at the same moment.
 #
 # The counter is a slot on a module-level object rather than a thread-local
 # or context variable because it sits on every fast path: a slot decrement

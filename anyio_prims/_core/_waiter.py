@@ -307,12 +307,9 @@ class TrioWaiter(Waiter[P]):
         # of the caller's that a garbage collection ran there, sending on a
         # channel): Trio has that task rescheduled already, and a
         # cancellation it would deliver now waits for its next checkpoint.
-        if self.state is not PENDING:
+        if self.state is not PENDING or not self.owner._cancelled_parked(self):
             return trio_lowlevel().Abort.FAILED
-        self._abandon()
-        owner = self.owner
         self._task = self.owner = None  # type: ignore[assignment]
-        owner._abandoned(self)
         return trio_lowlevel().Abort.SUCCEEDED
 
 
@@ -534,6 +531,18 @@ class Parking(Generic[P]):
         """``waiter`` became ABANDONED while still parked here."""
         raise NotImplementedError
 
+    def _cancelled_parked(self, waiter: Waiter[Any]) -> bool:
+        """Mark ``waiter`` ABANDONED where it is parked here, if it is still
+        PENDING (its task was cancelled); ``False`` if it was settled.
+
+        ``waiter._abandon()`` and ``_abandoned()`` in one frame, with no
+        call in between, and the state read in that frame: a call between
+        them could run a finalizer (above) that meets the waiter marked and
+        not counted, or pending and about to be marked, and grants or drops
+        it.
+        """
+        raise NotImplementedError
+
     def withdraw(self, waiter: Waiter[P]) -> None:
         """Take back a waiter ``enqueue`` just parked (see the subclasses)."""
         raise NotImplementedError
@@ -550,20 +559,27 @@ class Parking(Generic[P]):
         Called from the ``except`` clause of ``park``; on ``False`` the
         caller re-raises ``exc``.
 
-        Refills the budget, as a wake-up does: an exception is delivered to
-        a parked task only by the loop running it again (a cancellation, or
-        a Ctrl-C that Trio delivers), so the task has been through a
-        schedule point.  Not for ``GeneratorExit``: a coroutine closed
-        where it waits was not run by the loop.
+        Refills the budget, as a wake-up does: the loop delivers an exception
+        to a parked task (a cancellation, or a Ctrl-C that Trio delivers)
+        only by running it again, so the task has been through a schedule
+        point.  Not for ``GeneratorExit``: a coroutine closed where it waits
+        was not run by the loop.  (Code that drives the coroutine itself and
+        throws into it is no loop: each throw refills the budget.)
+
+        The waiter's state is first read in ``_cancelled_parked``, once its
+        frame is made: a call's frame may allocate (3.10), and 3.12+ may
+        run a collection as a call starts, so a finalizer may grant a waiter
+        still PENDING (a generic one, which a cancellation does not mark)
+        before this reads it.  Read there as settled, it stays settled.  A
+        caller must pass its ``give_back`` whatever the state looks like
+        before the call.
         """
         if type(exc) is not GeneratorExit:
             BUDGET.left = BUDGET_SIZE
-        state = waiter.state
-        if state is PENDING:
+        if self._cancelled_parked(waiter):
             # Cancelled while parked: nothing was granted.
-            waiter._abandon()
-            self._abandoned(waiter)
-        elif state is GRANTED:
+            return False
+        if waiter.state is GRANTED:
             # Granted, then cancelled before the task ran.
             if give_back is not None:
                 give_back(waiter.value)
@@ -903,6 +919,15 @@ class WaitQueue(Parking[P]):
         self._dead += 1
         self._compact_if_sparse()
 
+    def _cancelled_parked(self, waiter: Waiter[Any]) -> bool:
+        if waiter.state is not PENDING:
+            return False
+        waiter.state = ABANDONED
+        waiter.payload = None  # as _abandon()
+        self._dead += 1
+        self._compact_if_sparse()  # the state is consistent again
+        return True
+
     def _compact_if_sparse(self) -> None:
         if self._dead > 16 and self._dead * 2 > len(self.parked):
             # Only ABANDONED waiters go; a PENDING one whose future was
@@ -1096,6 +1121,15 @@ class Slot(Parking[P]):
     def _abandoned(self, waiter: Waiter[Any]) -> None:
         if self.parked is waiter:
             self.parked = None
+
+    def _cancelled_parked(self, waiter: Waiter[Any]) -> bool:
+        if waiter.state is not PENDING:
+            return False
+        waiter.state = ABANDONED
+        waiter.payload = None  # as _abandon()
+        if self.parked is waiter:
+            self.parked = None
+        return True
 
 
 class Unopened(Parking[Any]):

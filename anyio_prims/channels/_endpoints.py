@@ -392,13 +392,9 @@ class ReceiveEndpoint(_Endpoint, ObjectReceiveStream[T_co], Generic[T_co]):
         try:
             await waiter.wait
         except BaseException as exc:
-            waiters._interrupted(
-                waiter,
-                exc,
-                # (made only for a grant to give back: most interrupted
-                # receives were not granted)
-                partial(state.give_back, waiter) if waiter.state is GRANTED else None,
-            )
+            # The give-back is made whatever the waiter's state: a finalizer
+            # may grant it before _interrupted reads it (see there).
+            waiters._interrupted(waiter, exc, partial(state.give_back, waiter))
             state.sync()
             raise
         BUDGET.left = BUDGET_SIZE  # as in send()

@@ -29,6 +29,7 @@ import anyio
 import pytest
 
 from anyio_prims._core import FORCE_GENERIC, Slot, WaitQueue
+from anyio_prims._core._waiter import Parking
 from anyio_prims.channels._endpoints import ReceiveEndpoint, SendEndpoint
 
 from .._reentry import Arm, arm_inside_enqueue, arm_inside_refused_grant
@@ -591,5 +592,68 @@ async def test_an_item_given_back_is_the_next_receivers_before_it_is_woken(
     assert first.cancelled()
     assert second.result() == "A"
     assert got == ["WouldBlock"]
+    tx.close()
+    rx.close()
+
+
+@pytest.mark.parametrize("at", ["_interrupted", "_cancelled_parked"])
+async def test_an_item_sent_as_a_cancelled_receive_settles_is_given_back(
+    kind: str, at: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The other code runs as a call starts in the settling of a cancelled
+    # receive: where a collection may run a finalizer (3.10 allocates each
+    # call's frame; 3.12+ runs a pending collection as a call starts).  A
+    # send there finds the receiver still waiting with the generic waiter,
+    # which a cancellation does not mark, and grants it the item: the
+    # receive, cancelled, must give it back (it was lost, or miscounted a
+    # dead waiter, when the state was read before that point).
+    tx, rx = make(kind, 0)
+    armed: list[Callable[[], object]] = []
+    outcome: list[str] = []
+
+    def send() -> None:
+        try:
+            tx.send_nowait("X")
+        except anyio.WouldBlock:  # the native waiters: the receiver is gone
+            outcome.append("would block")
+        else:
+            outcome.append("sent")
+
+    def run_first(cls: type[Any]) -> None:
+        original = getattr(cls, at)
+
+        def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+            if armed:
+                armed.pop()()
+            return original(self, *args, **kwargs)
+
+        monkeypatch.setattr(cls, at, wrapper)
+
+    for cls in (Parking,) if at == "_interrupted" else (WaitQueue, Slot):
+        run_first(cls)
+    async with anyio.create_task_group() as tg:
+        with anyio.CancelScope() as scope:
+
+            async def cancel_once_parked() -> None:
+                while not rx.statistics().tasks_waiting_receive:
+                    await anyio.lowlevel.checkpoint()
+                armed.append(send)
+                scope.cancel()
+
+            tg.start_soon(cancel_once_parked)
+            got = await rx.receive()
+    assert not armed, "the other code never ran"
+    if FORCE_GENERIC:
+        assert outcome == ["sent"]
+    if not scope.cancelled_caught:
+        # Trio's own waiter: the send ran inside Trio's abort, so the grant
+        # came first and the cancellation waits for the next checkpoint.
+        assert got == "X"
+        assert outcome == ["sent"]
+    elif outcome == ["sent"]:
+        assert rx.statistics().tasks_waiting_receive == 0
+        assert rx.receive_nowait() == "X"
+    with pytest.raises(anyio.WouldBlock):
+        rx.receive_nowait()
     tx.close()
     rx.close()
