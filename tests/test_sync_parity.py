@@ -928,6 +928,53 @@ async def test_condition_matches_anyio(
     await assert_same_trace(scenario, anyio_backend_name)
 
 
+async def test_a_subclass_acquire_cancelled_holding_the_lock_in_wait_matches_anyio(
+    anyio_backend_name: str,
+) -> None:
+    # The subclass's acquire() yields after it took the lock; a plain
+    # task.cancel() lands there while wait() takes the lock back.  The lock
+    # is held: wait() raises the cancellation (it must not acquire again).
+    if anyio_backend_name != "asyncio":
+        pytest.skip("a plain asyncio task.cancel() inside a shielded acquire")
+
+    async def run(base: Any) -> list[object]:
+        class YieldsAfterAcquiring(base):  # type: ignore[misc]
+            async def acquire(self) -> None:
+                await super().acquire()
+                await asyncio.sleep(0)
+                await asyncio.sleep(0)
+
+        cond = YieldsAfterAcquiring()
+        result: list[object] = []
+
+        async def waiter() -> None:
+            try:
+                async with cond:
+                    await cond.wait()
+                result.append("returned")
+            except BaseException as exc:
+                result.append(type(exc).__name__)
+                result.append(("locked", cond.locked()))
+                raise
+
+        task = asyncio.get_running_loop().create_task(waiter())
+        for _ in range(5):
+            await asyncio.sleep(0)
+        async with cond:
+            cond.notify()
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)  # inside the re-acquire, holding the lock
+        task.cancel()
+        await asyncio.wait([task])
+        result.append(("task cancelled", task.cancelled()))
+        result.append(("locked at the end", cond.locked()))
+        return result
+
+    theirs = await run(anyio.Condition)
+    assert "CancelledError" in theirs
+    assert await run(Condition) == theirs
+
+
 @pytest.mark.parametrize("scenario", [condition_notify, condition_cancellation])
 async def test_condition_on_an_anyio_lock_matches_anyio(
     scenario: Scenario, anyio_backend_name: str

@@ -169,7 +169,8 @@ class Condition(CopiedWhole):
     :meth:`wait` in the order they re-acquire the lock, as with AnyIO's
     Condition.  In a subclass that overrides :meth:`acquire` or
     :meth:`release`, ``async with`` and :meth:`wait` call the overrides,
-    as AnyIO's Condition does.
+    as AnyIO's Condition does (decided from the class when the Condition
+    is made: a method patched in later is not called there).
     """
 
     __slots__ = ("__weakref__", "_lock", "_through_methods", "_waiters")
@@ -339,12 +340,16 @@ class Condition(CopiedWhole):
             except (anyio.get_cancelled_exc_class(), KeyboardInterrupt) as exc:
                 if not isinstance(caught, KeyboardInterrupt):
                     caught = exc
-            else:
-                try:
-                    return caught
-                finally:
-                    # ``caught``'s traceback keeps this frame: no cycle.
-                    del caught
+                if not (self._through_methods and self._lock._owner is current_task()):
+                    continue  # holds nothing: acquire again
+                # A subclass's acquire() raised holding the lock (an await of
+                # its own after the lock's): held, as AnyIO's one call leaves
+                # it, so not acquired again.
+            try:
+                return caught
+            finally:
+                # ``caught``'s traceback keeps this frame: no cycle.
+                del caught
 
     @runs_user_code  # the predicate
     async def wait_for(self, predicate: Callable[[], T]) -> T:
