@@ -929,11 +929,29 @@ class WaitQueue(Parking[P]):
         return True
 
     def _compact_if_sparse(self) -> None:
-        if self._dead > 16 and self._dead * 2 > len(self.parked):
+        old = self.parked
+        dead = self._dead
+        if dead > 16 and dead * 2 > len(old):
             # Only ABANDONED waiters go; a PENDING one whose future was
-            # cancelled stays until its task runs and counts itself.
-            self.parked = deque(w for w in self.parked if w.state is PENDING)
-            self._dead = 0
+            # cancelled stays until its task runs and counts itself.  The
+            # filter runs Python code, where a collection may run a
+            # finalizer that uses the primitive (see _cancelled_parked): it
+            # reads a copy (made in C, no code runs while it copies), and
+            # the queue is replaced only if nothing changed it meanwhile
+            # (waiters leave at the head and arrive at the tail, and a
+            # waiter marked counts in _dead); else compaction waits for the
+            # next time.
+            snapshot = list(old)
+            live = deque([w for w in snapshot if w.state is PENDING])
+            if (
+                self.parked is old
+                and self._dead == dead
+                and len(old) == len(snapshot)
+                and old[0] is snapshot[0]
+                and old[-1] is snapshot[-1]
+            ):
+                self.parked = live
+                self._dead = 0
 
 
 class Slot(Parking[P]):

@@ -26,10 +26,11 @@ from types import FrameType
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import pytest
 
 from anyio_prims._core import FORCE_GENERIC, Slot, WaitQueue
-from anyio_prims._core._waiter import Parking
+from anyio_prims._core._waiter import ABANDONED, Parking
 from anyio_prims.channels._endpoints import ReceiveEndpoint, SendEndpoint
 
 from .._reentry import Arm, arm_inside_enqueue, arm_inside_refused_grant
@@ -655,5 +656,58 @@ async def test_an_item_sent_as_a_cancelled_receive_settles_is_given_back(
         assert rx.receive_nowait() == "X"
     with pytest.raises(anyio.WouldBlock):
         rx.receive_nowait()
+    tx.close()
+    rx.close()
+
+
+@pytest.mark.parametrize("flavour", ["spmc", "mpmc", "memory"])
+async def test_a_send_while_a_cancelled_receive_compacts_the_queue_loses_nothing(
+    flavour: str,
+) -> None:
+    # The 17th of 19 parked receivers cancelled leaves more than half the
+    # queue dead: its settling rebuilds the queue, with a filter that runs
+    # Python code, where a collection may run a finalizer.  A send there
+    # (run here by a stand-in dead waiter as the filter reads it) must not
+    # break the rebuild, nor lose a waiter or the item.  (It raised
+    # RuntimeError, and on Trio's own waiter the cancelled task hung.)
+    n = 19
+    tx, rx = make(flavour, 0)
+    scopes = [anyio.CancelScope() for _ in range(n)]
+    got: list[str] = []
+    sent: list[str] = []
+
+    async def receive(i: int) -> None:
+        with scopes[i]:
+            got.append(await rx.receive())
+
+    class DeadWaiter:
+        __slots__ = ()
+
+        @property
+        def state(self) -> object:
+            if not sent:
+                tx.send_nowait("X")
+                sent.append("X")
+            return ABANDONED
+
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            for i in range(n):
+                tg.start_soon(receive, i)
+            while rx.statistics().tasks_waiting_receive < n:
+                await anyio.lowlevel.checkpoint()
+            for i in range(16):
+                scopes[i].cancel()
+                await settle()
+            queue = rx._state.recv_waiters
+            queue.parked.append(DeadWaiter())
+            queue._dead += 1  # counted as the dead waiter it stands for
+            scopes[16].cancel()
+            await settle()
+            assert sent == ["X"]
+            tx.send_nowait("Y")
+    assert sorted(got) == ["X", "Y"]
+    assert all(scope.cancelled_caught for scope in scopes[:17])
+    assert rx.statistics().tasks_waiting_receive == 0
     tx.close()
     rx.close()
