@@ -49,12 +49,13 @@
 # backend and queue it) and an await of ``waiter.wait``, settled as ``park``
 # settles it (``_interrupted`` on an exception, which refills the budget;
 # after waking, the budget refilled, and then ``FAILED`` handled).  Either
-# way the task has been through a schedule point: an exception reaches a
-# parked task only when the loop runs it again.  The halves save ``park``'s
-# coroutine frame on every wait.  The budget is refilled on waking, not on
-# parking: a task that parks in an eager first step (asyncio's eager task
-# factory) gives the turn back to its creator, not to the loop
-# (_budget.py).
+# way the task has been through a schedule point: the loop delivers an
+# exception to a parked task only by running it again (code that throws
+# into the coroutine itself is no loop: see ``_interrupted``).  The halves
+# save ``park``'s coroutine frame on every wait.  The budget is refilled on
+# waking, not on parking: a task that parks in an eager first step
+# (asyncio's eager task factory) gives the turn back to its creator, not to
+# the loop (_budget.py).
 #
 # Recycling: a task whose wait ended normally (granted or failed) hands its
 # waiter back to the structure (written out at each wait: clear ``payload``
