@@ -70,16 +70,33 @@
 #
 # WaitQueue is a deque with lazy removal.  Invariants:
 #
-# * every waiter in ``parked`` is PENDING or ABANDONED (granted and failed
-#   waiters are removed before they are woken); a PENDING one may be
-#   ``_gone()`` (asyncio future cancelled, task not yet run): it is not live,
-#   and it counts itself in ``_dead`` when its task runs;
-# * ``_dead`` counts the ABANDONED waiters still in ``parked``, so
+# * every waiter in ``parked`` is PENDING, or dead: ABANDONED, or taken
+#   (below) by ``take_where``/``drain`` and not yet compacted away; a
+#   PENDING one may be ``_gone()`` (asyncio future cancelled, task not yet
+#   run): it is not live, and it counts itself in ``_dead`` when its task
+#   runs;
+# * a PENDING waiter is parked: it is in ``parked`` (Trio's abort callback
+#   relies on it, as it marks and counts a cancelled waiter there);
+# * ``_dead`` counts the dead waiters still in ``parked``, so
 #   ``len(queue) == len(parked) - _dead`` is the number of live waiters and
 #   ``bool(queue)`` is O(1);
 # * a cancelled waiter is marked, not searched for (O(1)); ``pop`` drops
 #   marked waiters it meets at the head, and the deque is compacted when more
 #   than half of it is dead, so push, pop and removal are O(1) amortised.
+#
+# Taking.  A grant or a failure wakes a task, and a wake-up allocates, so
+# a garbage collection may run a finalizer there that uses the primitive
+# (sends, releases, cancels a scope).  So every removal of a live waiter
+# marks it at once, before any call: GRANTED (``grant_head``, ``take_head``)
+# or "taken" (``pop``, ``take``, ``take_where``, ``drain``: marked GRANTED,
+# and the caller grants or fails it next, before it yields).  A finalizer
+# meets a taken waiter as settled: it grants nothing twice, and on Trio the
+# abort callback refuses the cancellation, which the task then meets at its
+# next checkpoint; on asyncio the task resumes as granted, then cancelled
+# (the race below).  And whatever looks at the head, calls something, and
+# acts on the head looks again after the call (``pop``, ``_drop_head``,
+# ``take``), reads ``parked`` again (a compaction replaces the deque), and
+# iterates over a copy.
 #
 # The race every primitive must survive: a waiter is granted, then its task
 # is cancelled before it runs (possible on asyncio, where ``task.cancel()``
@@ -170,7 +187,8 @@ class Waiter(Generic[P]):
     # ``object.__new__(cls)`` and a Python call less than an ``__init__``.
 
     def grant(self, value: object = None) -> None:
-        """Wake the parked task with ``value``.  The waiter must be popped."""
+        """Wake the parked task with ``value``.  The waiter must be taken
+        out of its queue (``pop``, ``take``, ``take_where``, ``drain``)."""
         self.value = value
         self.state = GRANTED
         self._wake()
@@ -189,7 +207,8 @@ class Waiter(Generic[P]):
         return True
 
     def fail(self, exc: BaseException) -> None:
-        """Wake the parked task with ``exc`` raised.  The waiter must be popped."""
+        """Wake the parked task with ``exc`` raised.  The waiter must be
+        taken out of its queue, as for :meth:`grant`."""
         self.value = exc
         self.state = FAILED
         self._wake()
@@ -228,10 +247,16 @@ class AsyncioWaiter(Waiter[P]):
     _fut: Future[Any]
 
     def grant(self, value: object = None) -> None:
-        # Waiter.grant with _wake inlined: this runs on every handoff.
+        # Waiter.grant with _wake inlined.  A taken waiter's task may have
+        # been cancelled since it was taken (by a finalizer, in a call of the
+        # caller's): the future is then cancelled and refuses the result,
+        # and the task resumes as granted, then cancelled (wake()).
         self.value = value
         self.state = GRANTED
-        self._fut.set_result(None)
+        try:
+            self._fut.set_result(None)
+        except InvalidStateError:
+            pass
 
     def try_grant(self, value: object = None) -> bool:
         # A cancelled future refuses its result: no separate _gone() call.
@@ -244,17 +269,17 @@ class AsyncioWaiter(Waiter[P]):
         self.state = GRANTED
         return True
 
-    def _wake(self) -> None:
-        self._fut.set_result(None)
-
     def wake(self) -> None:
-        # Its task may have been cancelled since take_head() granted it (by
-        # a finalizer, in an allocation of the caller's): the future is then
-        # cancelled, and the task resumes as granted, then cancelled.
+        # Its task may have been cancelled since its waiter was taken (by a
+        # finalizer, in a call of the caller's): the future is then
+        # cancelled, and the task resumes as granted (or failed), then
+        # cancelled.
         try:
             self._fut.set_result(None)
         except InvalidStateError:
             pass
+
+    _wake = wake
 
     def _gone(self) -> bool:
         # ``task.cancel()`` cancels the future at once; the task learns of it
@@ -716,25 +741,54 @@ class WaitQueue(Parking[P]):
         return self.peek() is not None
 
     def peek(self) -> Waiter[P] | None:
-        """The live waiter at the head, without removing it."""
-        q = self.parked
-        while q:
+        """The live waiter at the head, without removing it.
+
+        A call made after this may change the queue (a finalizer): to take
+        the waiter returned, use :meth:`take`, which looks again.
+        """
+        while q := self.parked:
             waiter = q[0]
             if waiter.state is PENDING and not waiter._gone():
                 return waiter
-            self._drop_head()
+            self._drop_head(waiter)
         return None
 
     def pop(self) -> Waiter[P] | None:
-        """Remove and return the live waiter at the head, or ``None``."""
-        q = self.parked
-        while q:
+        """Take the live waiter at the head and return it, or ``None``.
+
+        The waiter is taken (see "Taking" in the module comment): marked
+        GRANTED as it leaves, so the caller must grant or fail it before it
+        yields.
+        """
+        while q := self.parked:
             waiter = q[0]
             if waiter.state is PENDING and not waiter._gone():
-                q.popleft()
-                return waiter
-            self._drop_head()
+                # _gone() is a call: look again (no call from here on).
+                if (
+                    q is self.parked
+                    and q
+                    and q[0] is waiter
+                    and waiter.state is PENDING
+                ):
+                    waiter.state = GRANTED  # taken
+                    q.popleft()
+                    return waiter
+                continue
+            self._drop_head(waiter)
         return None
+
+    def take(self, waiter: Waiter[P]) -> bool:
+        """Take ``waiter``, which :meth:`peek` returned, if it is still the
+        live head; ``False`` if a finalizer took or dropped it meanwhile.
+
+        Taken as by :meth:`pop`: the caller must grant or fail it next.
+        """
+        q = self.parked
+        if q and q[0] is waiter and waiter.state is PENDING:
+            waiter.state = GRANTED  # taken
+            q.popleft()
+            return True
+        return False
 
     def grant_head(self, value: object) -> Waiter[P] | None:
         """Pop the live waiter at the head and grant it ``value``.
@@ -743,8 +797,9 @@ class WaitQueue(Parking[P]):
         ``grant()`` in one call, with the cancelled-waiter test folded into
         the grant (``try_grant``): the hand-over of a one-unit release.
         """
-        q = self.parked
-        while q:
+        # The queue is read again each time round: a finalizer that a call
+        # below runs may have compacted it into a new deque.
+        while q := self.parked:
             waiter = q.popleft()
             if waiter.state is not PENDING:
                 # ABANDONED, and counted in ``_dead`` (_drop_head() inlined:
@@ -785,8 +840,7 @@ class WaitQueue(Parking[P]):
         calls).  A task cancelled once granted is the grant-then-cancel
         race, which the waiting side settles.
         """
-        q = self.parked
-        while q:
+        while q := self.parked:  # read again each time, as in grant_head()
             waiter = q.popleft()
             if waiter.state is not PENDING:
                 self._dead -= 1  # ABANDONED, as in grant_head()
@@ -813,9 +867,8 @@ class WaitQueue(Parking[P]):
                 waiter._task = waiter.owner = None  # type: ignore[assignment]
                 _trio_reschedule(task)
                 return waiter
-            if waiter._gone():
-                waiter._abandon()  # its task was cancelled; it counts nothing
-                continue
+            # A generic waiter: never _gone() (its task learns of a
+            # cancellation as it runs, and settles it then).
             waiter.value = value
             waiter.state = GRANTED
             into.append(waiter)
@@ -834,17 +887,15 @@ class WaitQueue(Parking[P]):
         granted at once, so a cancellation meanwhile is the grant-then-cancel
         race that the waiting side settles.  Returns None if nobody waits.
         """
-        q = self.parked
-        while q:
+        while q := self.parked:  # read again each time, as in grant_head()
             waiter = q.popleft()
             if waiter.state is not PENDING:
                 self._dead -= 1  # ABANDONED, as in grant_head()
                 continue
-            if (
-                waiter._fut.cancelled()
-                if type(waiter) is AsyncioWaiter
-                else waiter._gone()
-            ):
+            # Only an asyncio waiter can be _gone(), and only its test is a
+            # call: nothing runs before a Trio waiter is marked, which Trio's
+            # abort callback would otherwise find PENDING out of the queue.
+            if type(waiter) is AsyncioWaiter and waiter._fut.cancelled():
                 waiter._abandon()  # its task was cancelled; it counts nothing
                 continue
             waiter.value = value
@@ -852,49 +903,79 @@ class WaitQueue(Parking[P]):
             return waiter
         return None
 
-    def _drop_head(self) -> None:
-        waiter = self.parked.popleft()
-        if waiter.state is PENDING:
-            # Its task was cancelled but has not run yet; it will find the
-            # waiter ABANDONED and out of the queue, and count nothing.
-            waiter._abandon()
-        else:
-            self._dead -= 1
+    def _drop_head(self, waiter: Waiter[P]) -> None:
+        """Drop ``waiter``, which the caller found dead at the head, if it is
+        still there: the caller's test may have been a call, and a finalizer
+        run there may have changed the head."""
+        q = self.parked
+        if q and q[0] is waiter:
+            if waiter.state is PENDING:
+                # Its task was cancelled but has not run yet; it will find
+                # the waiter ABANDONED and out of the queue, and count
+                # nothing.
+                waiter.state = ABANDONED
+                waiter.payload = None  # type: ignore[assignment]  # as _abandon()
+            else:
+                self._dead -= 1
+            q.popleft()
 
     def take_where(self, fits: Callable[[Waiter[P]], bool]) -> list[Waiter[P]]:
-        """Remove, in queue order, every live waiter for which ``fits`` holds.
+        """Take, in queue order, every live waiter for which ``fits`` holds.
 
         ``fits`` is called on live waiters only, in order, and may keep state
-        (the permits left, for example).  The caller must grant or fail every
-        waiter returned before it yields.  O(n); for non-FIFO policies.
+        (the permits left, for example).  It is a call, where a finalizer may
+        settle the waiter it is given: one that keeps state must check that
+        ``waiter.state`` is still PENDING before it counts anything.  A
+        waiter is taken (as by :meth:`pop`) as ``fits`` returns true, with
+        nothing run in between.  The caller must grant or fail every waiter
+        returned before it yields.  O(n); for non-FIFO policies.
         """
         taken: list[Waiter[P]] = []
-        kept: deque[Waiter[P]] = deque()
-        for waiter in self.parked:
+        # A copy, made in C: the calls below may run a finalizer that
+        # changes the queue.  A taken waiter stays in the deque, marked and
+        # counted dead, until the compaction at the end (or, if the queue
+        # changed meanwhile, until it meets the head).
+        for waiter in list(self.parked):
             if waiter.state is not PENDING:
                 continue
             if waiter._gone():
-                waiter._abandon()
-            elif fits(waiter):
+                self._drop_gone(waiter)
+            elif fits(waiter) and waiter.state is PENDING:
+                waiter.state = GRANTED  # taken
+                self._dead += 1
                 taken.append(waiter)
-            else:
-                kept.append(waiter)
-        self.parked = kept
-        self._dead = 0
+        if self._dead:
+            self._compact()
         return taken
 
     def drain(self) -> list[Waiter[P]]:
-        """Remove and return every live waiter, in order."""
-        taken = [w for w in self.parked if w.state is PENDING and not w._gone()]
-        for waiter in self.parked:
-            if waiter.state is PENDING and waiter._gone():
-                waiter._abandon()
-        self.parked.clear()
-        self._dead = 0
+        """Take every live waiter, in order (as :meth:`take_where`)."""
+        taken: list[Waiter[P]] = []
+        for waiter in list(self.parked):  # a copy, as in take_where()
+            if waiter.state is not PENDING:
+                continue
+            if waiter._gone():
+                self._drop_gone(waiter)
+            elif waiter.state is PENDING:  # _gone() is a call: look again
+                waiter.state = GRANTED  # taken
+                self._dead += 1
+                taken.append(waiter)
+        if self._dead:
+            self._compact()
         return taken
 
+    def _drop_gone(self, waiter: Waiter[P]) -> None:
+        """Mark ``waiter``, found ``_gone()`` in the deque, dead there: its
+        task, cancelled, will find it ABANDONED and count nothing."""
+        if waiter.state is PENDING:  # the test was a call: look again
+            waiter.state = ABANDONED
+            waiter.payload = None  # type: ignore[assignment]  # as _abandon()
+            self._dead += 1
+
     def __iter__(self) -> Any:
-        return (w for w in self.parked if w.state is PENDING and not w._gone())
+        # Over a copy: the generator's calls may run a finalizer that
+        # changes the queue.
+        return (w for w in list(self.parked) if w.state is PENDING and not w._gone())
 
     def withdraw(self, waiter: Waiter[P]) -> None:
         """Take back ``waiter``, which ``enqueue`` just parked here, before
@@ -930,29 +1011,38 @@ class WaitQueue(Parking[P]):
         return True
 
     def _compact_if_sparse(self) -> None:
+        dead = self._dead
+        if dead > 16 and dead * 2 > len(self.parked):
+            self._compact()
+
+    def _compact(self) -> None:
+        """Drop the dead waiters (abandoned or taken) from the deque."""
         old = self.parked
         dead = self._dead
-        if dead > 16 and dead * 2 > len(old):
-            # Only ABANDONED waiters go; a PENDING one whose future was
-            # cancelled stays until its task runs and counts itself.  The
-            # filter runs Python code, where a collection may run a
-            # finalizer that uses the primitive (see _cancelled_parked): it
-            # reads a copy (made in C, no code runs while it copies), and
-            # the queue is replaced only if nothing changed it meanwhile
-            # (waiters leave at the head and arrive at the tail, and a
-            # waiter marked counts in _dead); else compaction waits for the
-            # next time.
-            snapshot = list(old)
-            live = deque([w for w in snapshot if w.state is PENDING])
-            if (
-                self.parked is old
-                and self._dead == dead
-                and len(old) == len(snapshot)
-                and old[0] is snapshot[0]
-                and old[-1] is snapshot[-1]
-            ):
-                self.parked = live
-                self._dead = 0
+        if dead == len(old):
+            # All dead (a drain's usual end): nothing to filter.
+            old.clear()
+            self._dead = 0
+            return
+        # Only the dead go; a PENDING waiter whose future was cancelled
+        # stays until its task runs and counts itself.  The filter runs
+        # Python code, where a collection may run a finalizer that uses the
+        # primitive (see _cancelled_parked): it reads a copy (made in C, no
+        # code runs while it copies), and the queue is replaced only if
+        # nothing changed it meanwhile (waiters leave at the head and arrive
+        # at the tail, and a waiter marked counts in _dead); else compaction
+        # waits for the next time.
+        snapshot = list(old)
+        live = deque([w for w in snapshot if w.state is PENDING])
+        if (
+            self.parked is old
+            and self._dead == dead
+            and len(old) == len(snapshot)
+            and old[0] is snapshot[0]
+            and old[-1] is snapshot[-1]
+        ):
+            self.parked = live
+            self._dead = 0
 
 
 class Slot(Parking[P]):
@@ -1042,14 +1132,16 @@ class Slot(Parking[P]):
         return waiter
 
     def pop(self) -> Waiter[P] | None:
-        """Remove and return the parked waiter if it is live."""
+        """Take the parked waiter if it is live, as :meth:`WaitQueue.pop`."""
         waiter = self.parked
         if waiter is None:
             return None
         self.parked = None
-        if waiter._gone():
+        # As in WaitQueue.take_head(): only an asyncio waiter's test is a call.
+        if type(waiter) is AsyncioWaiter and waiter._fut.cancelled():
             waiter._abandon()
             return None
+        waiter.state = GRANTED  # taken
         return waiter
 
     def withdraw(self, waiter: Waiter[P]) -> None:
@@ -1114,10 +1206,7 @@ class Slot(Parking[P]):
             waiter._task = waiter.owner = None  # type: ignore[assignment]
             _trio_reschedule(task)
             return waiter
-        if waiter._gone():
-            waiter._abandon()  # its task was cancelled; it counts nothing
-            return None
-        waiter.value = value
+        waiter.value = value  # a generic waiter, never _gone()
         waiter.state = GRANTED
         into.append(waiter)
         waiter.wake()
@@ -1130,7 +1219,8 @@ class Slot(Parking[P]):
         if waiter is None:
             return None
         self.parked = None
-        if waiter._fut.cancelled() if type(waiter) is AsyncioWaiter else waiter._gone():
+        # As in WaitQueue.take_head(): only an asyncio waiter's test is a call.
+        if type(waiter) is AsyncioWaiter and waiter._fut.cancelled():
             waiter._abandon()  # its task was cancelled; it counts nothing
             return None
         waiter.value = value
@@ -1205,7 +1295,10 @@ class Unopened(Parking[Any]):
     def __iter__(self) -> Iterator[Waiter[Any]]:
         return iter(())
 
-    def _drop_head(self) -> None:  # pragma: no cover - guarded by ``parked``
+    def take(self, waiter: Waiter[Any]) -> bool:  # pragma: no cover
+        raise RuntimeError("no waiter is ever parked on an unopened structure")
+
+    def _drop_head(self, waiter: Waiter[Any]) -> None:  # pragma: no cover
         raise RuntimeError("no waiter is ever parked on an unopened structure")
 
     def __reduce__(self) -> str:

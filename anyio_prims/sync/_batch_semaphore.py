@@ -319,13 +319,16 @@ class BatchSemaphore(CopiedWhole):
                 # permit (keep in step).  Anything else: that call decides.
                 head = parked[0]
                 if head.state is PENDING and head.payload <= self._value:
+                    # Taken (marked before anything is called) and counted
+                    # out before the grant: the wake-up allocates, and a
+                    # finalizer that a collection runs there may release and
+                    # grant too, or cancel the head's task (so in
+                    # _grant_waiters()).
+                    head.state = GRANTED
                     parked.popleft()
-                    # Counted out before the grant: the wake-up allocates,
-                    # and a finalizer that a collection runs there may
-                    # release and grant too (so in _grant_waiters()).
                     self._value -= head.payload
                     if head.try_grant(head.payload):
-                        if self._value < 1 or not parked:
+                        if self._value < 1 or not self._waiters.parked:
                             return
                     else:
                         self._value += head.payload
@@ -348,20 +351,22 @@ class BatchSemaphore(CopiedWhole):
             # WaitQueue.peek() inlined: this runs on every contended release
             # (lock_handoff 4-9% faster on asyncio than calling peek()).  The
             # first grant is also written out in release(): keep in step.
-            parked = waiters.parked
-            while parked:
+            # The deque is read again each time round (a finalizer run by a
+            # call below may have compacted it into a new one).
+            while parked := waiters.parked:
                 head = parked[0]
                 if head.state is not PENDING:
-                    waiters._drop_head()
+                    waiters._drop_head(head)
                     continue
                 n = head.payload
                 if n > self._value:
                     # A cancelled head must not hold back smaller requests
                     # behind it; with no permit left, none of them fits.
                     if self._value > 0 and head._gone():
-                        waiters._drop_head()
+                        waiters._drop_head(head)
                         continue
                     break
+                head.state = GRANTED  # taken, as in release()
                 parked.popleft()
                 self._value -= n  # before the wake-up, as in release()
                 if head.try_grant(n):  # n is what _give_back() gets back
@@ -374,11 +379,13 @@ class BatchSemaphore(CopiedWhole):
         elif self._value > 0 and waiters:
 
             def fits(waiter: Any) -> bool:
-                # Counted out as it is taken, from the count as it is now:
-                # a finalizer that a collection runs in take_where() (it
-                # allocates) may have released and granted meanwhile.
-                if waiter.payload <= self._value:
-                    self._value -= waiter.payload
+                # Counted out as it is taken, from the count as it is now,
+                # and only if the waiter is still PENDING: a finalizer that
+                # a collection runs in take_where() (as this call starts,
+                # for one) may have released and granted meanwhile.
+                n = waiter.payload
+                if waiter.state is PENDING and n <= self._value:
+                    self._value -= n
                     return True
                 return False
 

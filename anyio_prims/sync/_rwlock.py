@@ -367,19 +367,22 @@ class RWLock(CopiedWhole):
     def _grant_waiters(self) -> None:
         # Admit from the head while it can be admitted: a run of readers
         # while no writer holds, or one writer when nobody holds.
+        # take() looks again at the head peek() found: a finalizer run in a
+        # call between them may have taken it.
         waiters = self._waiters
         while self._writer is None and (head := waiters.peek()) is not None:
             task, writing = head.payload
             if writing:
                 if self._readers:
                     return
-                waiters.pop()
+                if not waiters.take(head):
+                    continue
                 self._writer = task
                 head.grant(task)
                 return
-            waiters.pop()
-            self._readers.add(task)
-            head.grant(task)
+            if waiters.take(head):
+                self._readers.add(task)
+                head.grant(task)
 
     def _give_back(self, task: object) -> None:
         # ``task`` was granted the lock, then cancelled before it ran.  The

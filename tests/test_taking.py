@@ -1,0 +1,252 @@
+"""A finalizer that runs while a primitive takes waiters out of its queue.
+
+A garbage collection may run a finalizer inside any call the library makes
+(3.10 allocates each call's frame; 3.12+ runs a pending collection as a
+call starts), and the finalizer may use the primitive: notify, release, or
+cancel a waiting task's scope.  These tests run such code at the start of
+the calls the library makes between finding a waiter and waking it (the
+waiter's ``_gone()``, ``grant()`` and ``try_grant()``), and check that no
+waiter is woken twice or lost and no permit is lost or made up.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+import anyio
+import pytest
+
+from anyio_prims import BatchSemaphore, Condition, Event
+from anyio_prims._core import _waiter
+
+from ._sync_support import settle, start_in_order
+
+pytestmark = pytest.mark.anyio
+
+WAITER_CLASSES = (
+    _waiter.Waiter,
+    _waiter.AsyncioWaiter,
+    _waiter.TrioWaiter,
+    _waiter.GenericWaiter,
+)
+
+
+def run_first(monkeypatch: pytest.MonkeyPatch, name: str) -> list[Callable[[], Any]]:
+    """Run the armed one-shot actions as the waiters' method ``name``
+    starts, for every kind of waiter; return the list to arm them in."""
+    armed: list[Callable[[], Any]] = []
+    for cls in WAITER_CLASSES:
+        original = cls.__dict__.get(name)
+        if original is None:
+            continue
+
+        def wrapper(self: Any, *args: Any, _original: Any = original) -> Any:
+            if armed:
+                armed.pop(0)()
+            return _original(self, *args)
+
+        monkeypatch.setattr(cls, name, wrapper)
+        if cls is _waiter.AsyncioWaiter and name == "wake":
+            monkeypatch.setattr(cls, "_wake", wrapper)
+    return armed
+
+
+async def wait_on(cond: Condition, woke: list[int], i: int) -> None:
+    async with cond:
+        await cond.wait()
+        woke.append(i)
+
+
+@pytest.mark.parametrize("outer", ["notify", "notify_all"])
+async def test_a_notify_run_as_a_notify_looks_at_the_queue_wakes_each_waiter_once(
+    outer: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An inner notify(1) takes the head while the outer call tests it.  An
+    # outer notify(1) must take the next waiter, not the one after it, and
+    # not wake the head a second time; an outer notify_all(), which reads
+    # the whole queue, must wake each of the others once (the queue
+    # changed under its loop: RuntimeError).
+    cond = Condition()
+    woke: list[int] = []
+    armed = run_first(monkeypatch, "_gone")
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            waits = [partial(wait_on, cond, woke, i) for i in range(3)]
+            await start_in_order(tg, *waits)
+            async with cond:
+                armed.append(lambda: cond.notify(1))
+                if outer == "notify":
+                    cond.notify(1)
+                else:
+                    cond.notify_all()
+                assert not armed, "the inner notify never ran"
+            await settle()
+            if outer == "notify":
+                assert sorted(woke) == [0, 1]
+                assert cond.statistics().tasks_waiting == 1
+                async with cond:
+                    cond.notify(1)
+            else:
+                assert cond.statistics().tasks_waiting == 0
+    assert sorted(woke) == [0, 1, 2]
+
+
+async def test_a_release_run_as_an_unfair_release_tests_a_waiter_grants_each_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The inner release grants both waiters while the outer one is looking
+    # at the first: the outer one must grant neither again (it counted the
+    # first one's permit out twice, and left the second waiting).
+    sem = BatchSemaphore(0, fair=False)
+    got: list[int] = []
+
+    async def acquire(i: int) -> None:
+        await sem.acquire()
+        got.append(i)
+
+    armed = run_first(monkeypatch, "_gone")
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            await start_in_order(tg, *[partial(acquire, i) for i in range(2)])
+            armed.append(lambda: sem.release(1))
+            sem.release(1)
+            assert not armed, "the inner release never ran"
+    assert sorted(got) == [0, 1]
+    assert sem.available_permits == 0
+    assert sem.statistics().tasks_waiting == 0
+
+
+async def test_a_waiter_cancelled_as_notify_wakes_it_takes_the_notification_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The head's scope is cancelled once notify() has taken it and before
+    # it is woken.  The notification is not lost and not spent twice: on
+    # Trio the head still wakes notified (Trio refuses a cancellation once
+    # the waiter is taken; it comes at the next checkpoint), elsewhere the
+    # head is cancelled and passes it on to the next waiter.  (On Trio the
+    # wake-up failed; on asyncio notify() raised InvalidStateError.)
+    cond = Condition()
+    woke: list[int] = []
+    scopes = [anyio.CancelScope() for _ in range(2)]
+
+    async def waiter(i: int) -> None:
+        with scopes[i]:
+            await wait_on(cond, woke, i)
+            await anyio.lowlevel.checkpoint()
+
+    armed = run_first(monkeypatch, "grant")
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            await start_in_order(tg, *[partial(waiter, i) for i in range(2)])
+            async with cond:
+                armed.append(scopes[0].cancel)
+                cond.notify(1)
+                assert not armed, "the cancellation never ran"
+            await settle()
+            if woke == [0]:  # Trio's own waiter
+                assert cond.statistics().tasks_waiting == 1
+                async with cond:
+                    cond.notify(1)
+            else:
+                assert woke == [1]
+                assert cond.statistics().tasks_waiting == 0
+    assert scopes[0].cancel_called
+    assert sorted(woke) in ([0, 1], [1])
+
+
+@pytest.mark.parametrize("fair", [True, False])
+async def test_a_head_cancelled_as_a_release_grants_it_holds_the_permit_or_nothing(
+    fair: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The head's scope is cancelled once release() has taken it and before
+    # the grant wakes it: either its acquire returns holding the permit
+    # (Trio's own waiter), or it raises and the permit goes to the next
+    # waiter.  None is lost or made up.
+    sem = BatchSemaphore(0, fair=fair)
+    holding: list[int] = []
+    scopes = [anyio.CancelScope() for _ in range(2)]
+
+    async def acquire(i: int) -> None:
+        with scopes[i]:
+            await sem.acquire()
+            holding.append(i)
+            await anyio.sleep_forever()
+
+    name = "try_grant" if fair else "grant"
+    armed = run_first(monkeypatch, name)
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            await start_in_order(tg, *[partial(acquire, i) for i in range(2)])
+            armed.append(scopes[0].cancel)
+            sem.release(1)
+            assert not armed, "the cancellation never ran"
+            await settle()
+            # Whoever holds the permit holds the only one.
+            assert len(holding) == 1
+            assert sem.available_permits == 0
+            assert sem.statistics().tasks_waiting == 1 - holding.count(1)
+            scopes[1].cancel()
+    assert sem.available_permits == 0
+
+
+async def test_a_waiter_cancelled_as_event_set_wakes_another_leaves_set_whole(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # set() takes both waiters, then wakes them; the second one's scope is
+    # cancelled as the first is woken.  set() must not raise (it raised
+    # InvalidStateError on asyncio, and Trio's reschedule failed), and
+    # both tasks end: woken, or woken and then cancelled.
+    event = Event()
+    scopes = [anyio.CancelScope() for _ in range(2)]
+    ended: list[int] = []
+
+    async def wait(i: int) -> None:
+        with scopes[i]:
+            await event.wait()
+        ended.append(i)
+
+    armed = run_first(monkeypatch, "grant")
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            await start_in_order(tg, *[partial(wait, i) for i in range(2)])
+            armed.append(scopes[1].cancel)
+            event.set()
+            assert not armed, "the cancellation never ran"
+    assert sorted(ended) == [0, 1]
+    assert event.statistics().tasks_waiting == 0
+
+
+async def test_a_waiter_cancelled_as_close_fails_another_raises_one_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # close() takes both acquires, then fails them; the second one's scope
+    # is cancelled as the first is failed.  close() must not raise, and the
+    # second acquire raises either the close's error (Trio refuses the
+    # cancellation once the waiter is taken) or its cancellation.
+    sem = BatchSemaphore(0)
+    scopes = [anyio.CancelScope() for _ in range(2)]
+    outcome: dict[int, str] = {}
+
+    async def acquire(i: int) -> None:
+        with scopes[i]:
+            try:
+                await sem.acquire()
+            except anyio.ClosedResourceError:
+                outcome[i] = "closed"
+                return
+            outcome[i] = "acquired"
+        if scopes[i].cancelled_caught:
+            outcome[i] = "cancelled"
+
+    armed = run_first(monkeypatch, "fail")
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            await start_in_order(tg, *[partial(acquire, i) for i in range(2)])
+            armed.append(scopes[1].cancel)
+            sem.close()
+            assert not armed, "the cancellation never ran"
+    assert outcome[0] == "closed"
+    assert outcome[1] in ("closed", "cancelled")
+    assert sem.available_permits == 0
