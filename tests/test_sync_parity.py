@@ -760,6 +760,26 @@ async def limiter_double_acquire_in_a_cancelled_scope(
     t.add(t.limiter_stats(limiter.statistics()))
 
 
+async def limiter_unhashable_borrower(ns: SimpleNamespace, t: Tracer) -> None:
+    # An unhashable borrower: TypeError, but in a cancelled scope the
+    # cancellation (AnyIO checks for it before it looks at the borrower),
+    # with a token free and with none.
+    limiter = ns.CapacityLimiter(1)
+    for tokens in ("free", "none"):
+        with anyio.CancelScope() as scope:
+            scope.cancel()
+            await t.acall(
+                f"{tokens}: cancelled", partial(limiter.acquire_on_behalf_of, [])
+            )
+        t.add(tokens, scope.cancelled_caught)
+        await t.acall(f"{tokens}: acquire", partial(limiter.acquire_on_behalf_of, []))
+        t.call(f"{tokens}: nowait", partial(limiter.acquire_on_behalf_of_nowait, []))
+        t.call(f"{tokens}: release", partial(limiter.release_on_behalf_of, []))
+        t.add(t.limiter_stats(limiter.statistics()))
+        if tokens == "free":
+            await limiter.acquire_on_behalf_of("holder")
+
+
 @pytest.mark.parametrize(
     "scenario",
     [
@@ -767,6 +787,7 @@ async def limiter_double_acquire_in_a_cancelled_scope(
         limiter_total_tokens,
         limiter_cancellation,
         limiter_double_acquire_in_a_cancelled_scope,
+        limiter_unhashable_borrower,
     ],
 )
 async def test_capacity_limiter_matches_anyio(

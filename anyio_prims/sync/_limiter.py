@@ -181,13 +181,17 @@ class CapacityLimiter(CopiedWhole):
 
         :raises RuntimeError: if ``borrower`` already holds a token, or holds
             one (through another task's wait) when this call's turn comes
+        :raises TypeError: if ``borrower`` is not hashable (in a cancelled
+            scope, the cancellation is raised instead, as AnyIO does)
         """
         borrowers = self._borrowers
-        if (
-            len(borrowers) < self._total_tokens
-            and not self._waiters.parked
-            and borrower not in borrowers
-        ):
+        try:
+            free = borrower not in borrowers
+        except TypeError:
+            # AnyIO tests for cancellation before it looks at the borrower.
+            await checkpoint_if_cancelled()
+            raise
+        if free and len(borrowers) < self._total_tokens and not self._waiters.parked:
             # AnyIO's order (see the module comment): on Trio a cancellation
             # test first, which returns only without yielding; taken; then
             # the checkpoint, so the tasks that run meanwhile see the token
