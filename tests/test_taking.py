@@ -11,6 +11,7 @@ waiter is woken twice or lost and no permit is lost or made up.
 
 from __future__ import annotations
 
+import collections
 from collections.abc import Callable
 from functools import partial
 from typing import Any
@@ -18,8 +19,9 @@ from typing import Any
 import anyio
 import pytest
 
-from anyio_prims import BatchSemaphore, Condition, Event
-from anyio_prims._core import _waiter
+from anyio_prims import BatchSemaphore, Condition, Event, RWLock, mpmc
+from anyio_prims._core import WaitQueue, _waiter
+from anyio_prims.executor import Executor
 
 from ._sync_support import settle, start_in_order
 
@@ -250,3 +252,199 @@ async def test_a_waiter_cancelled_as_close_fails_another_raises_one_error(
     assert outcome[0] == "closed"
     assert outcome[1] in ("closed", "cancelled")
     assert sem.available_permits == 0
+
+
+async def test_a_reader_cancelled_as_release_write_looks_at_it_is_passed_over(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The queued reader's scope is cancelled as the release tests it (on
+    # Trio the abort marks it dead there and then): the release must look
+    # again and pass it over (it read the dead waiter's payload: TypeError).
+    lock = RWLock()
+    scope = anyio.CancelScope()
+    outcome: list[str] = []
+
+    async def read() -> None:
+        with scope:
+            async with lock.read():
+                outcome.append("acquired")
+        if scope.cancelled_caught:
+            outcome.append("cancelled")
+
+    armed = run_first(monkeypatch, "_gone")
+    with anyio.fail_after(5):
+        await lock.acquire_write()
+        async with anyio.create_task_group() as tg:
+            await start_in_order(tg, read)
+            armed.append(scope.cancel)
+            lock.release_write()
+            assert not armed, "the cancellation never ran"
+    assert outcome == ["cancelled"]
+    stats = lock.statistics()
+    assert (stats.writer, stats.readers, stats.tasks_waiting_read) == (None, 0, 0)
+
+
+async def test_a_send_cancelled_as_its_sender_closes_ends_cancelled(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # close() takes the sends its endpoint has parked; the parked send's
+    # scope is cancelled as close() tests it (on Trio the abort marks it
+    # dead and drops its item there and then): close() must pass it over
+    # (it read the dead waiter's payload: TypeError).
+    tx, rx = mpmc.channel[int](0)
+    other = tx.clone()
+    scope = anyio.CancelScope()
+    outcome: list[str] = []
+
+    async def send() -> None:
+        with scope:
+            try:
+                await tx.send(1)
+            except anyio.ClosedResourceError:
+                outcome.append("closed")
+        if scope.cancelled_caught:
+            outcome.append("cancelled")
+
+    armed = run_first(monkeypatch, "_gone")
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            await start_in_order(tg, send)
+            armed.append(scope.cancel)
+            tx.close()
+            assert not armed, "the cancellation never ran"
+    assert outcome in (["cancelled"], ["closed"])
+    assert rx.statistics().tasks_waiting_send == 0
+    other.close()
+    rx.close()
+
+
+async def test_an_item_taken_as_a_send_takes_back_its_waiter_is_received_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A receive run inside the send's enqueue() makes room, so the send
+    # takes its waiter back; a second one, run as it does so, takes the
+    # item from that waiter.  The send must then wait for that taking, not
+    # send its item again (the item was received twice).
+    tx, rx = mpmc.channel[str](1)
+    got: list[str] = []
+    on_enqueue: list[Callable[[], Any]] = []
+    on_withdraw: list[Callable[[], Any]] = []
+
+    def receive() -> None:
+        got.append(rx.receive_nowait())
+
+    def hooked(real: Any, armed: list[Callable[[], Any]]) -> Any:
+        def call(self: Any, *args: Any) -> Any:
+            if armed and self is tx._state.send_waiters:
+                armed.pop()()
+            return real(self, *args)
+
+        return call
+
+    monkeypatch.setattr(WaitQueue, "enqueue", hooked(WaitQueue.enqueue, on_enqueue))
+    monkeypatch.setattr(WaitQueue, "withdraw", hooked(WaitQueue.withdraw, on_withdraw))
+    with anyio.fail_after(5):
+        await tx.send("a")
+        async with anyio.create_task_group() as tg:
+            # A send that parks once: the channel's queue of senders made.
+            await start_in_order(tg, partial(tx.send, "pre"))
+            got.append(await rx.receive())
+        on_enqueue.append(receive)
+        on_withdraw.append(receive)
+        await tx.send("b")
+        assert not on_enqueue, "the receive in enqueue() never ran"
+        assert not on_withdraw, "the receive in withdraw() never ran"
+        await settle()
+        with pytest.raises(anyio.WouldBlock):
+            rx.receive_nowait()
+    assert got == ["a", "pre", "b"]
+    assert rx.statistics().tasks_waiting_send == 0
+    tx.close()
+    rx.close()
+
+
+async def test_a_waiter_taken_where_a_compaction_gives_up_is_parked_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # An unfair release takes a waiter and then compacts the queue; a
+    # cancellation run in that compaction changes the queue, so it gives
+    # up.  The taken waiter must still leave the deque: its task recycles
+    # it and parks it again, and it must not then be there twice.
+    sem = BatchSemaphore(0, fair=False)
+    scopes = {name: anyio.CancelScope() for name in "ac"}
+    again = anyio.Event()
+    armed: list[Callable[[], Any]] = []
+    real_deque = collections.deque
+
+    def filtering_deque(*args: Any) -> Any:
+        if armed and args:  # the compaction's deque of what it keeps
+            armed.pop()()
+        return real_deque(*args)
+
+    async def first() -> None:
+        with scopes["a"]:
+            await sem.acquire(1)
+            await again.wait()
+            await sem.acquire(3)  # the recycled waiter, parked again
+
+    async def large(name: str) -> None:
+        with scopes.get(name, anyio.CancelScope()):
+            await sem.acquire(5)
+
+    monkeypatch.setattr(_waiter, "deque", filtering_deque)
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            await start_in_order(tg, first, partial(large, "b"), partial(large, "c"))
+            queue = sem._waiters
+            assert isinstance(queue, WaitQueue)
+            armed.append(scopes["c"].cancel)
+            sem.release(1)
+            assert not armed, "the cancellation never ran"
+            again.set()
+            await settle()
+            parked = list(queue.parked)
+            assert all(parked.count(w) == 1 for w in parked)
+            assert sem.statistics().tasks_waiting == 2
+            scopes["a"].cancel()
+            await settle()
+            assert sem.statistics().tasks_waiting == 1
+            sem.release(5)
+    assert sem.available_permits == 0
+
+
+async def test_a_job_spawned_as_the_sweeper_retires_a_worker_spares_the_newer_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The sweeper finds the worker idle longest due to retire, and a spawn
+    # run as it goes to take that worker hands it a job instead.  The
+    # sweeper must then look again, and spare the worker idle for less
+    # than the timeout (it sent away whoever was at the head by then).
+    armed: list[Callable[[], Any]] = []
+    for name in ("take", "grant_head"):  # what the sweeper calls next
+        real = getattr(WaitQueue, name, None)
+        if real is not None:
+
+            def hooked(self: Any, *args: Any, _real: Any = real) -> Any:
+                if armed:
+                    armed.pop()()
+                return _real(self, *args)
+
+            monkeypatch.setattr(WaitQueue, name, hooked)
+    held = anyio.Event()
+    done = anyio.Event()
+    with anyio.fail_after(5):
+        async with Executor(max_workers=2, idle_timeout=1000) as executor:
+            executor._tick = 0
+            executor.spawn(held.wait)
+            executor.spawn(anyio.lowlevel.checkpoint)
+            await settle()  # one worker idle since tick 0
+            executor._tick = 10
+            held.set()
+            await settle()  # the other idle since tick 10
+            assert [w.payload for w in executor._idle] == [0, 10]
+            armed.append(lambda: executor.spawn(done.wait))
+            executor._retire_idle()  # tick 11: idle since before 10 goes
+            assert not armed, "the spawn never ran"
+            await settle()
+            assert [w.payload for w in executor._idle] == [10]
+            done.set()

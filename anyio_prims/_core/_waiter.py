@@ -256,7 +256,8 @@ class AsyncioWaiter(Waiter[P]):
         try:
             self._fut.set_result(None)
         except InvalidStateError:
-            pass
+            if not self._fut.cancelled():
+                raise  # woken twice: a fault of the library's
 
     def try_grant(self, value: object = None) -> bool:
         # A cancelled future refuses its result: no separate _gone() call.
@@ -277,7 +278,8 @@ class AsyncioWaiter(Waiter[P]):
         try:
             self._fut.set_result(None)
         except InvalidStateError:
-            pass
+            if not self._fut.cancelled():
+                raise  # woken twice: a fault of the library's
 
     _wake = wake
 
@@ -519,10 +521,12 @@ class Parking(Generic[P]):
         ``enqueue`` may have changed (see :meth:`WaitQueue.withdraw`).  If
         it returns ``True``, the waiter is withdrawn and ``park`` returns
         :data:`WITHDRAWN` without sleeping, and the caller starts over (and
-        takes its checkpoint).  A recheck that granted the waiter instead
-        would make the wait return at once, on asyncio without a schedule
-        point: the semaphores and the limiter write their waits out for
-        that case (``BatchSemaphore._regranted``).
+        takes its checkpoint); unless it was granted or failed meanwhile
+        (see :meth:`WaitQueue.withdraw`), and is awaited as any.  A
+        recheck that granted the waiter instead would make the wait return
+        at once, on asyncio without a schedule point: the semaphores and
+        the limiter write their waits out for that case
+        (``BatchSemaphore._regranted``).
 
         ``kept(value)``, if given with ``give_back=None``, is called when a
         grant stands but ``park`` raises all the same: an exception that is
@@ -532,8 +536,12 @@ class Parking(Generic[P]):
         undoes what it still can.
         """
         waiter = self.enqueue(payload)
-        if recheck is not None and waiter.state is PENDING and recheck(waiter):
-            self.withdraw(waiter)
+        if (
+            recheck is not None
+            and waiter.state is PENDING
+            and recheck(waiter)
+            and self.withdraw(waiter)
+        ):
             return WITHDRAWN
         try:
             await waiter.wait
@@ -569,8 +577,9 @@ class Parking(Generic[P]):
         """
         raise NotImplementedError
 
-    def withdraw(self, waiter: Waiter[P]) -> None:
-        """Take back a waiter ``enqueue`` just parked (see the subclasses)."""
+    def withdraw(self, waiter: Waiter[P]) -> bool:
+        """Take back a waiter ``enqueue`` just parked (see the subclasses);
+        ``False`` if it was settled meanwhile, and the caller awaits it."""
         raise NotImplementedError
 
     def _interrupted(
@@ -748,7 +757,13 @@ class WaitQueue(Parking[P]):
         """
         while q := self.parked:
             waiter = q[0]
-            if waiter.state is PENDING and not waiter._gone():
+            # _gone() is a call (a finalizer may settle the waiter, or on
+            # Trio cancel it): the state is read again after it.
+            if (
+                waiter.state is PENDING
+                and not waiter._gone()
+                and waiter.state is PENDING
+            ):
                 return waiter
             self._drop_head(waiter)
         return None
@@ -940,12 +955,15 @@ class WaitQueue(Parking[P]):
                 continue
             if waiter._gone():
                 self._drop_gone(waiter)
-            elif fits(waiter) and waiter.state is PENDING:
+            elif (
+                waiter.state is PENDING  # _gone() is a call: look again
+                and fits(waiter)
+                and waiter.state is PENDING
+            ):
                 waiter.state = GRANTED  # taken
                 self._dead += 1
                 taken.append(waiter)
-        if self._dead:
-            self._compact()
+        self._compact_taken()
         return taken
 
     def drain(self) -> list[Waiter[P]]:
@@ -960,9 +978,18 @@ class WaitQueue(Parking[P]):
                 waiter.state = GRANTED  # taken
                 self._dead += 1
                 taken.append(waiter)
-        if self._dead:
-            self._compact()
+        self._compact_taken()
         return taken
+
+    def _compact_taken(self) -> None:
+        """Compact until the deque holds no dead waiter: none that
+        ``take_where`` or ``drain`` took may stay.  A taken waiter is
+        granted and then recycled (its task hands it back for reuse, and it
+        may be parked again): in the deque still, it would be there twice.
+        A compaction gives up only where a finalizer changed the queue as
+        it filtered, which cannot go on for ever."""
+        while self._dead and not self._compact():
+            pass
 
     def _drop_gone(self, waiter: Waiter[P]) -> None:
         """Mark ``waiter``, found ``_gone()`` in the deque, dead there: its
@@ -977,7 +1004,7 @@ class WaitQueue(Parking[P]):
         # changes the queue.
         return (w for w in list(self.parked) if w.state is PENDING and not w._gone())
 
-    def withdraw(self, waiter: Waiter[P]) -> None:
+    def withdraw(self, waiter: Waiter[P]) -> bool:
         """Take back ``waiter``, which ``enqueue`` just parked here, before
         its task awaits it: the task found that it need not wait after all.
 
@@ -988,14 +1015,24 @@ class WaitQueue(Parking[P]):
         if the reason to wait is gone.  No task can park in between, so the
         waiter is the last one here.  It is dropped (its sleep closed, never
         awaited), not kept for reuse.
+
+        Returns ``False``, and changes nothing, if the waiter was settled
+        since the caller looked (a finalizer run as this call starts may
+        grant or fail it): the caller must then await it as any wait, and
+        take what it was granted.
         """
+        if waiter.state is not PENDING:
+            return False
+        # PENDING, so parked here, and last: marked before anything is
+        # called, then dropped.
+        waiter.state = ABANDONED
         parked = self.parked
         if parked and parked[-1] is waiter:
             parked.pop()
-            _drop_unawaited(waiter)
         else:  # pragma: no cover - nobody parks between enqueue and this
-            _drop_unawaited(waiter)
-            self._abandoned(waiter)
+            self._dead += 1
+        _drop_unawaited(waiter)
+        return True
 
     def _abandoned(self, waiter: Waiter[Any]) -> None:
         self._dead += 1
@@ -1015,15 +1052,11 @@ class WaitQueue(Parking[P]):
         if dead > 16 and dead * 2 > len(self.parked):
             self._compact()
 
-    def _compact(self) -> None:
-        """Drop the dead waiters (abandoned or taken) from the deque."""
+    def _compact(self) -> bool:
+        """Drop the dead waiters (abandoned or taken) from the deque;
+        ``False`` if it gave up (see below)."""
         old = self.parked
         dead = self._dead
-        if dead == len(old):
-            # All dead (a drain's usual end): nothing to filter.
-            old.clear()
-            self._dead = 0
-            return
         # Only the dead go; a PENDING waiter whose future was cancelled
         # stays until its task runs and counts itself.  The filter runs
         # Python code, where a collection may run a finalizer that uses the
@@ -1043,6 +1076,8 @@ class WaitQueue(Parking[P]):
         ):
             self.parked = live
             self._dead = 0
+            return True
+        return False
 
 
 class Slot(Parking[P]):
@@ -1144,10 +1179,14 @@ class Slot(Parking[P]):
         waiter.state = GRANTED  # taken
         return waiter
 
-    def withdraw(self, waiter: Waiter[P]) -> None:
+    def withdraw(self, waiter: Waiter[P]) -> bool:
         """As :meth:`WaitQueue.withdraw`."""
+        if waiter.state is not PENDING:
+            return False  # settled since the caller looked: it awaits it
+        waiter.state = ABANDONED
         self.parked = None
         _drop_unawaited(waiter)
+        return True
 
     def grant_head(self, value: object) -> Waiter[P] | None:
         """Take the parked waiter if it is live and grant it ``value``.
@@ -1307,7 +1346,7 @@ class Unopened(Parking[Any]):
     def enqueue(self, payload: Any) -> Waiter[Any]:
         raise RuntimeError("parked on a wait structure that was never opened")
 
-    def withdraw(self, waiter: Waiter[Any]) -> None:  # pragma: no cover
+    def withdraw(self, waiter: Waiter[Any]) -> bool:  # pragma: no cover
         raise RuntimeError("no waiter is ever parked on an unopened structure")
 
     def _abandoned(self, waiter: Waiter[Any]) -> None:  # pragma: no cover

@@ -218,18 +218,22 @@ class SendEndpoint(_Endpoint, ObjectSendStream[T_contra], Generic[T_contra]):
         waiter = waiters.enqueue((self, item))
         state.recv_floor = INF  # a sender is parked: its item comes next
         if (
-            len(buffer) - len(state.in_flight) < state.capacity
-            or not state.receivers
-            or self._closed
-        ) and waiter.state is PENDING:
+            (
+                len(buffer) - len(state.in_flight) < state.capacity
+                or not state.receivers
+                or self._closed
+            )
+            and waiter.state is PENDING
+            and waiters.withdraw(waiter)
+        ):
             # Look again now that the waiter is parked: enqueue() allocates,
             # so a garbage collection may have run a finalizer there that
             # received (making room), closed the last receiver or closed this
             # endpoint, before the waiter was there to be granted or failed.
             # Send again instead (a receiver's grant cannot be missed: the
             # state is the one try_send() saw, but for what the finalizer
-            # did).
-            waiters.withdraw(waiter)
+            # did).  A waiter settled meanwhile is not withdrawn: it is
+            # awaited below, as any.
             state.sync()
             return await self.send(item)
         try:
@@ -458,7 +462,8 @@ class ReceiveEndpoint(_Endpoint, ObjectReceiveStream[T_co], Generic[T_co]):
         receive that parked then would).
         """
         if len(state.buffer) > len(state.in_flight) or self._closed:
-            waiters.withdraw(waiter)
+            if not waiters.withdraw(waiter):
+                return False  # settled meanwhile: the receive awaits it
             state.sync()
             return True
         state.end_of_stream()

@@ -241,8 +241,8 @@ class Receiver(NotCopied, ObjectReceiveStream[T_co], Generic[T_co]):
         # caller's there may have sent).  Parked now, this task would wait
         # forever.
         waiter = slot.enqueue(None)
-        if state.sender_done:
-            slot.withdraw(waiter)
+        if state.sender_done and slot.withdraw(waiter):
+            # (Not withdrawn if the sender's grant came meanwhile: awaited.)
             state.wake_soon = None
             if budget.left <= 0 or self._strict:
                 # Not parking after all: the checkpoint skipped above for

@@ -902,7 +902,10 @@ class Executor:
             head = idle.peek()
             if head is None or head.payload >= tick - 1:
                 return
-            idle.grant_head(None)
+            # take() looks again: a finalizer run in a call since peek()
+            # may have handed that worker a job.
+            if idle.take(head):
+                head.grant(None)
 
     async def _work_in_scope(self) -> bool:
         # Run jobs in one cancel scope until a job is cancelled through its
@@ -946,11 +949,15 @@ class Executor:
                         # are only ever granted: a job, or None (the close, the
                         # sweeper).  The payload is read by the sweeper only.
                         waiter = idle.enqueue(self._tick)
-                        if waiter.state is PENDING and (queue or self._closed):
+                        if (
+                            waiter.state is PENDING
+                            and (queue or self._closed)
+                            and idle.withdraw(waiter)
+                        ):
                             # A job spawned, or the executor closed, inside
                             # enqueue (by a finalizer), before the waiter was
-                            # in place to be granted: look again.
-                            idle.withdraw(waiter)
+                            # in place to be granted: look again (unless it
+                            # was granted since: then it is awaited).
                             continue
                         try:
                             await waiter.wait

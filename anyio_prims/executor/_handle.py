@@ -161,11 +161,14 @@ class JoinHandle(Generic[T]):
             # waiters.park(None, _ignore), written out: one frame less on
             # every join that waits.  Settling only grants.
             waiter = waiters.enqueue(None)
-            if waiter.state is PENDING and self._state >= SUCCEEDED:
+            if (
+                waiter.state is PENDING
+                and self._state >= SUCCEEDED
+                and waiters.withdraw(waiter)
+            ):
                 # Settled inside enqueue, before the waiter was in place (a
                 # finalizer that a collection ran there cancelled the job;
                 # see WaitQueue.withdraw): as if settled before this call.
-                waiters.withdraw(waiter)
                 budget = BUDGET
                 budget.left -= 1
                 if budget.left <= 0:

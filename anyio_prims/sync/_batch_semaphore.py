@@ -227,8 +227,7 @@ class BatchSemaphore(CopiedWhole):
         ``True`` if ``waiter`` was granted here: the caller then finishes
         with :meth:`_regranted`, not with a wait.
         """
-        if self._closed:
-            self._waiters.withdraw(waiter)
+        if self._closed and self._waiters.withdraw(waiter):
             raise anyio.ClosedResourceError
         self._grant_waiters()
         return waiter.state is GRANTED

@@ -172,10 +172,10 @@ async def test_a_sender_collected_as_a_receive_parks_ends_the_stream(
     withdrawn = 0
     withdraw = Slot.withdraw
 
-    def counting_withdraw(slot: Slot[None], waiter: Any) -> None:
+    def counting_withdraw(slot: Slot[None], waiter: Any) -> bool:
         nonlocal withdrawn
         withdrawn += 1
-        withdraw(slot, waiter)
+        return withdraw(slot, waiter)
 
     monkeypatch.setattr(Slot, "withdraw", counting_withdraw)
     threshold = gc.get_threshold()

@@ -217,10 +217,10 @@ async def test_a_collection_inside_a_call_that_parks_leaves_no_call_waiting(
     withdrawn = 0
 
     def counting(real: Any) -> Any:
-        def withdraw(self: Any, waiter: Any) -> None:
+        def withdraw(self: Any, waiter: Any) -> bool:
             nonlocal withdrawn
             withdrawn += 1
-            real(self, waiter)
+            return bool(real(self, waiter))
 
         return withdraw
 
