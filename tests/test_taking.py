@@ -19,8 +19,8 @@ from typing import Any
 import anyio
 import pytest
 
-from anyio_prims import BatchSemaphore, Condition, Event, RWLock, mpmc
-from anyio_prims._core import WaitQueue, _waiter
+from anyio_prims import BatchSemaphore, Condition, Event, RWLock, mpmc, mpsc, spmc
+from anyio_prims._core import Slot, WaitQueue, _waiter
 from anyio_prims.executor import Executor
 
 from ._sync_support import settle, start_in_order
@@ -318,6 +318,24 @@ async def test_a_send_cancelled_as_its_sender_closes_ends_cancelled(
     rx.close()
 
 
+def run_first_in(
+    monkeypatch: pytest.MonkeyPatch, name: str, structure: Callable[[], object]
+) -> list[Callable[[], Any]]:
+    """Run the armed one-shot actions as the method ``name`` of the wait
+    structure ``structure()`` starts; return the list to arm them in."""
+    armed: list[Callable[[], Any]] = []
+    for cls in (WaitQueue, Slot):
+        real = getattr(cls, name)
+
+        def call(self: Any, *args: Any, _real: Any = real) -> Any:
+            if armed and self is structure():
+                armed.pop()()
+            return _real(self, *args)
+
+        monkeypatch.setattr(cls, name, call)
+    return armed
+
+
 async def test_an_item_taken_as_a_send_takes_back_its_waiter_is_received_once(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -327,22 +345,12 @@ async def test_an_item_taken_as_a_send_takes_back_its_waiter_is_received_once(
     # send its item again (the item was received twice).
     tx, rx = mpmc.channel[str](1)
     got: list[str] = []
-    on_enqueue: list[Callable[[], Any]] = []
-    on_withdraw: list[Callable[[], Any]] = []
 
     def receive() -> None:
         got.append(rx.receive_nowait())
 
-    def hooked(real: Any, armed: list[Callable[[], Any]]) -> Any:
-        def call(self: Any, *args: Any) -> Any:
-            if armed and self is tx._state.send_waiters:
-                armed.pop()()
-            return real(self, *args)
-
-        return call
-
-    monkeypatch.setattr(WaitQueue, "enqueue", hooked(WaitQueue.enqueue, on_enqueue))
-    monkeypatch.setattr(WaitQueue, "withdraw", hooked(WaitQueue.withdraw, on_withdraw))
+    on_enqueue = run_first_in(monkeypatch, "enqueue", lambda: tx._state.send_waiters)
+    on_withdraw = run_first_in(monkeypatch, "withdraw", lambda: tx._state.send_waiters)
     with anyio.fail_after(5):
         await tx.send("a")
         async with anyio.create_task_group() as tg:
@@ -360,6 +368,40 @@ async def test_an_item_taken_as_a_send_takes_back_its_waiter_is_received_once(
     assert got == ["a", "pre", "b"]
     assert rx.statistics().tasks_waiting_send == 0
     tx.close()
+    rx.close()
+
+
+@pytest.mark.parametrize("flavour", [mpsc, spmc, mpmc], ids=["mpsc", "spmc", "mpmc"])
+async def test_a_stream_ended_as_a_receive_takes_back_its_waiter_gives_it_the_item(
+    flavour: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A send run inside the receive's enqueue() buffers an item, so the
+    # receive takes its waiter back; the last sender's close, run as it
+    # does so, must not end the stream for it: the item comes first (it
+    # raised EndOfStream, and a later receive got the item).
+    tx, rx = flavour.channel(4)
+    got: list[str] = []
+    on_enqueue = run_first_in(monkeypatch, "enqueue", lambda: rx._state.recv_waiters)
+    on_withdraw = run_first_in(monkeypatch, "withdraw", lambda: rx._state.recv_waiters)
+
+    async def receive() -> None:
+        try:
+            got.append(await rx.receive())
+        except anyio.EndOfStream:
+            got.append("end")
+
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            # A receive that parks once: the channel's wait structure made.
+            await start_in_order(tg, receive)
+            tx.send_nowait("pre")
+        on_enqueue.append(partial(tx.send_nowait, "x"))
+        on_withdraw.append(tx.close)
+        await receive()
+        assert not on_enqueue, "the send in enqueue() never ran"
+        assert not on_withdraw, "the close in withdraw() never ran"
+        await receive()
+    assert got == ["pre", "x", "end"]
     rx.close()
 
 

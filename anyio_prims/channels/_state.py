@@ -646,15 +646,19 @@ class ChannelState(Generic[T]):
         """Fail the parked receivers with EndOfStream if the stream has ended:
         no sender open and no item in flight or pinned (I4).  Each caller
         tests for items in flight before the call, on its own path; tested
-        here again, so that the end is never reported early."""
+        here again, so that the end is never reported early.  Nor while an
+        item is buffered: I1 (no free item while receivers are parked) is
+        broken for a moment where a finalizer sent inside a receive's
+        ``enqueue`` and closed the last sender as the receive took its
+        waiter back; that receive takes the item."""
         if (
             not self.senders
             and not self.in_flight
             and not self.pinned
+            and not self.buffer
             and self.recv_waiters.parked
             and self.recv_waiters
         ):
-            # I1: no item is free while receivers are parked.
             for waiter in drain(self.recv_waiters):
                 waiter.fail(anyio.EndOfStream())
             self.sync()
