@@ -948,8 +948,8 @@ class WaitQueue(Parking[P]):
         taken: list[Waiter[P]] = []
         # A copy, made in C: the calls below may run a finalizer that
         # changes the queue.  A taken waiter stays in the deque, marked and
-        # counted dead, until the compaction at the end (or, if the queue
-        # changed meanwhile, until it meets the head).
+        # counted dead, until the compaction at the end, which is tried
+        # again until it succeeds (_compact_taken).
         for waiter in list(self.parked):
             if waiter.state is not PENDING:
                 continue

@@ -186,12 +186,16 @@ class CapacityLimiter(CopiedWhole):
         """
         borrowers = self._borrowers
         try:
-            free = borrower not in borrowers
+            new_borrower = borrower not in borrowers
         except TypeError:
             # AnyIO tests for cancellation before it looks at the borrower.
             await checkpoint_if_cancelled()
             raise
-        if free and len(borrowers) < self._total_tokens and not self._waiters.parked:
+        if (
+            new_borrower
+            and len(borrowers) < self._total_tokens
+            and not self._waiters.parked
+        ):
             # AnyIO's order (see the module comment): on Trio a cancellation
             # test first, which returns only without yielding; taken; then
             # the checkpoint, so the tasks that run meanwhile see the token
