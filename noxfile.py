@@ -40,7 +40,12 @@ nox.options.sessions = [
 BACKENDS = ["asyncio", "uvloop", "trio"]
 WAITERS = ["native", "generic"]
 VERSIONS = ["3.10", "3.11", "3.12", "3.13", "3.14", "3.15"]
-TEST_DEPS = ["pytest>=8", "hypothesis>=6.100", "pytest-timeout>=2.1"]
+TEST_DEPS = [
+    "pytest>=8",
+    "hypothesis>=6.100",
+    "pytest-timeout>=2.1",
+    "pytest-xdist>=3.6",
+]
 #: pytest as the test sessions run it.  A test that deadlocks (the failure
 #: a concurrency primitive's bug produces) stops the session after two
 #: minutes with every thread's stack printed, instead of holding CI until
@@ -48,6 +53,14 @@ TEST_DEPS = ["pytest>=8", "hypothesis>=6.100", "pytest-timeout>=2.1"]
 #: timer does not depend on the event loop, which a deadlock may have
 #: stopped.
 PYTEST = ["pytest", "--timeout=120", "--timeout-method=thread"]
+#: ``PYTEST`` for this project's own suite: spread over one worker process
+#: per CPU (pytest-xdist).  Each test makes its own event loop and its own
+#: primitives, so the tests share nothing across processes; on two CPUs a
+#: whole-suite run takes 3 minutes instead of 5.  A timed-out test ends its
+#: worker, which xdist reports as a crash that fails the session.  ``-- -n
+#: 0`` after a session's name runs the tests in one process again.
+#: AnyIO's own tests (``conformance``) keep ``PYTEST``.
+PYTEST_PARALLEL = [*PYTEST, "-n", "auto"]
 
 
 def _expose_interpreter(version: str) -> None:
@@ -87,7 +100,7 @@ def tests(session: nox.Session, backend: str, waiter: str) -> None:
     """The whole suite on one backend, with the native or the generic waiter."""
     _install(session)
     env = {"ANYIO_PRIMS_BACKENDS": backend, "ANYIO_PRIMS_WAITER": waiter}
-    session.run(*PYTEST, *session.posargs, env=env)
+    session.run(*PYTEST_PARALLEL, *session.posargs, env=env)
 
 
 @nox.session
@@ -107,7 +120,9 @@ def tests_versions(session: nox.Session) -> None:
     """The whole suite, every backend, on each interpreter that is present."""
     _install(session)
     for waiter in WAITERS:
-        session.run(*PYTEST, "-q", *session.posargs, env={"ANYIO_PRIMS_WAITER": waiter})
+        session.run(
+            *PYTEST_PARALLEL, "-q", *session.posargs, env={"ANYIO_PRIMS_WAITER": waiter}
+        )
 
 
 def _floor_pins() -> list[str]:
@@ -126,7 +141,9 @@ def _run_pinned(session: nox.Session, pins: list[str]) -> None:
     session.install("-e", ".[trio,uvloop]", *TEST_DEPS, *pins)
     session.run("python", "-m", "pip", "list")
     for waiter in WAITERS:
-        session.run(*PYTEST, "-q", *session.posargs, env={"ANYIO_PRIMS_WAITER": waiter})
+        session.run(
+            *PYTEST_PARALLEL, "-q", *session.posargs, env={"ANYIO_PRIMS_WAITER": waiter}
+        )
 
 
 #: Floor pins that an interpreter cannot install: package -> (the Python
