@@ -43,6 +43,7 @@ from ._waiter import (
     Waiter,
     WaitQueue,
     raise_failure,
+    settled_wait,
 )
 
 __all__ = [
@@ -75,6 +76,7 @@ __all__ = [
     "protect_if_trio_imported",
     "raise_failure",
     "runs_user_code",
+    "settled_wait",
     "take_checkpoints",
     "task_finder",
     "task_info",

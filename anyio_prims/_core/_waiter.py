@@ -57,6 +57,15 @@
 # (asyncio's eager task factory) gives the turn back to its creator, not to
 # the loop (_budget.py).
 #
+# Settled before it slept: code run inside the call after ``enqueue``
+# parked the waiter (a finalizer that a collection ran there, or the
+# call's own look again) may grant or fail it before the task awaits it.
+# That await is no schedule point on asyncio (a done future returns at
+# once) and no cancellation point on Trio (the task is rescheduled
+# already), so every wait tests the state first and awaits such a waiter
+# through ``settled_wait``, which adds a checkpoint: the call is one, as
+# if what settled the waiter had come just before it.
+#
 # Recycling: a task whose wait ended normally (granted or failed) hands its
 # waiter back to the structure (written out at each wait: clear ``payload``
 # and ``value``, store the waiter in ``_spare``), and the next ``enqueue``
@@ -131,6 +140,7 @@ from ._backend import (
     _tasks_by_loop,
     asyncio_cancelling,
     asyncio_loop,
+    checkpoint,
     future_factory,
     is_cancellation,
     rearm_cancellation,
@@ -409,6 +419,25 @@ def raise_failure(waiter: Waiter[Any]) -> NoReturn:
         del failure
 
 
+async def settled_wait(waiter: Waiter[Any]) -> None:
+    """Await the wait of a waiter granted or failed before its task slept,
+    then take a checkpoint (a schedule point and a cancellation point).
+
+    For every wait whose waiter is no longer PENDING when the call is
+    about to await it (see "Settled before it slept" above): on asyncio
+    the wait is a done future, which returns without yielding; on Trio the
+    grant rescheduled the task, which sleeps once to take it and meets no
+    cancellation there; the generic waiter's wait is a checkpoint already.
+    A cancellation raised here meets the settled waiter in the caller's
+    ``except`` clause, as in the grant-then-cancel race: a grant goes back
+    through the caller's ``give_back`` (or the cancellation is re-armed
+    for the next checkpoint where nothing can be given back), and a
+    failure gives way to the cancellation.
+    """
+    await waiter.wait
+    await checkpoint()
+
+
 def _drop_unawaited(waiter: Waiter[Any]) -> None:
     """Abandon a waiter whose task never awaited it, and close its sleep."""
     waiter._abandon()
@@ -522,18 +551,19 @@ class Parking(Generic[P]):
         it returns ``True``, the waiter is withdrawn and ``park`` returns
         :data:`WITHDRAWN` without sleeping, and the caller starts over (and
         takes its checkpoint); unless it was granted or failed meanwhile
-        (see :meth:`WaitQueue.withdraw`), and is awaited as any.  A
-        recheck that granted the waiter instead would make the wait return
-        at once, on asyncio without a schedule point: the semaphores and
-        the limiter write their waits out for that case
-        (``BatchSemaphore._regranted``).
+        (see :meth:`WaitQueue.withdraw`).  A waiter settled before the
+        task slept, so, or by other code run after ``enqueue``, is awaited
+        through :func:`settled_wait`, with a checkpoint after it.  (The
+        semaphores and the limiter, whose rechecks grant, write their
+        waits out for that case: ``BatchSemaphore._regranted``.)
 
         ``kept(value)``, if given with ``give_back=None``, is called when a
         grant stands but ``park`` raises all the same: an exception that is
-        not a cancellation cannot be re-armed.  Only a Ctrl-C that the
-        generic waiter learns of as its task runs on Trio gets there (the
-        native waiters leave the queue as it is delivered); the caller
-        undoes what it still can.
+        not a cancellation cannot be re-armed.  Only a Ctrl-C on Trio gets
+        there: one that the generic waiter learns of as its task runs (the
+        native waiters leave the queue as it is delivered), or one raised
+        at the checkpoint after a wait settled before it slept
+        (:func:`settled_wait`); the caller undoes what it still can.
         """
         waiter = self.enqueue(payload)
         if (
@@ -544,7 +574,10 @@ class Parking(Generic[P]):
         ):
             return WITHDRAWN
         try:
-            await waiter.wait
+            if waiter.state is PENDING:
+                await waiter.wait
+            else:  # settled before it slept (module comment)
+                await settled_wait(waiter)
         except BaseException as exc:
             if self._interrupted(waiter, exc, give_back, kept):
                 return waiter.value
@@ -674,7 +707,8 @@ class WaitQueue(Parking[P]):
 
         For the hottest blocking paths, which save ``park``'s coroutine frame
         by doing its second half themselves: the caller must await
-        ``waiter.wait`` at once and settle the outcome as ``park`` does
+        ``waiter.wait`` at once (through :func:`settled_wait` if the waiter
+        is no longer PENDING) and settle the outcome as ``park`` does
         (``_interrupted`` on an exception; after waking, the budget refilled,
         then ``FAILED`` handled).
         """

@@ -51,6 +51,7 @@ from .._core import (
     Waiter,
     budget_checkpoint,
     raise_failure,
+    settled_wait,
 )
 from ._state import (
     INF,
@@ -237,16 +238,20 @@ class SendEndpoint(_Endpoint, ObjectSendStream[T_contra], Generic[T_contra]):
             state.sync()
             return await self.send(item)
         try:
-            await waiter.wait
+            if waiter.state is PENDING:
+                await waiter.wait
+            else:  # settled before it slept (_core/_waiter.py)
+                await settled_wait(waiter)
         except BaseException as exc:
             if not waiters._interrupted(waiter, exc, None):
                 if waiter.state is GRANTED and state.single_sender:
                     # Taken, then interrupted by what is no cancellation and
                     # cannot be re-armed: a Ctrl-C that Trio delivered to the
                     # generic waiter's wait before the grant (the generic
-                    # waiter learns of it only as the task runs).  The item
-                    # is delivered and the call raises; the single sender's
-                    # send_in_flight is this call's.
+                    # waiter learns of it only as the task runs), or at the
+                    # checkpoint after a wait settled before it slept.  The
+                    # item is delivered and the call raises; the single
+                    # sender's send_in_flight is this call's.
                     state.send_in_flight = False
                 # Otherwise not granted, so send_in_flight is not this
                 # call's: it may be another task's send, parked after this
@@ -393,14 +398,18 @@ class ReceiveEndpoint(_Endpoint, ObjectReceiveStream[T_co], Generic[T_co]):
             # sent, or closed this endpoint, before the waiter was there to
             # be granted or failed.
             return await self.receive()
-        try:
-            await waiter.wait
-        except BaseException as exc:
-            # The give-back is made whatever the waiter's state: a finalizer
-            # may grant it before _interrupted reads it (see there).
-            waiters._interrupted(waiter, exc, partial(state.give_back, waiter))
-            state.sync()
-            raise
+        if waiter.state is PENDING:
+            try:
+                await waiter.wait
+            except BaseException as exc:
+                # The give-back is made whatever the waiter's state: a
+                # finalizer may grant it before _interrupted reads it (see
+                # there).
+                waiters._interrupted(waiter, exc, partial(state.give_back, waiter))
+                state.sync()
+                raise
+        else:  # settled before it slept (_core/_waiter.py)
+            await self._settled(state, waiters, waiter)
         BUDGET.left = BUDGET_SIZE  # as in send()
         if waiter.state is FAILED:
             state.sync()
@@ -445,6 +454,31 @@ class ReceiveEndpoint(_Endpoint, ObjectReceiveStream[T_co], Generic[T_co]):
         waiter.payload = None
         waiters._spare = waiter
         return item
+
+    async def _settled(
+        self,
+        state: ChannelState[Any],
+        waiters: Waiting[object],
+        waiter: Waiter[object],
+    ) -> None:
+        """Await a receive's waiter settled before its task slept, and the
+        checkpoint after it (``settled_wait``).
+
+        An item granted so is kept: cancelled at that checkpoint, the call
+        goes on to take it, and the cancellation is re-armed for the task's
+        next checkpoint, as for a send whose item was taken.  Given back,
+        the item could come after items that other receives took while this
+        one was at its checkpoint (pinned: they resumed first), which would
+        reorder the channel.  A failure gives way to the cancellation.  What
+        is not a cancellation (a Ctrl-C) gives the item back and propagates.
+        """
+        try:
+            await settled_wait(waiter)
+        except BaseException as exc:
+            kept = partial(state.give_back, waiter)
+            if not waiters._interrupted(waiter, exc, None, kept):
+                state.sync()
+                raise
 
     def _unpark(
         self,

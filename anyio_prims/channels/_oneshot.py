@@ -35,10 +35,12 @@ from .._core import (
     BUDGET_SIZE,
     FAILED,
     NOT_OPENED,
+    PENDING,
     NotCopied,
     Slot,
     Unopened,
     budget_checkpoint,
+    settled_wait,
     threadsafe_call_soon,
 )
 from ._state import NOTHING, _Nothing
@@ -250,7 +252,10 @@ class Receiver(NotCopied, ObjectReceiveStream[T_co], Generic[T_co]):
                 await budget_checkpoint()
             return self.receive_nowait()
         try:
-            await waiter.wait
+            if waiter.state is PENDING:
+                await waiter.wait
+            else:  # settled before it slept (_core/_waiter.py)
+                await settled_wait(waiter)
         except BaseException as exc:
             # With a give_back, a grant never stands: the item goes back.
             slot._interrupted(waiter, exc, state.give_back)

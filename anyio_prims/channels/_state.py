@@ -237,6 +237,7 @@ class Waiting(Protocol[P]):
         waiter: Waiter[Any],
         exc: BaseException,
         give_back: Callable[[Any], None] | None,
+        kept: Callable[[Any], None] | None = None,
     ) -> bool: ...
 
 

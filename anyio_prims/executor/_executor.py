@@ -102,6 +102,7 @@ from .._core import (
     on_trio,
     protect_if_trio_imported,
     runs_user_code,
+    settled_wait,
     uncancel_to,
     withdraw_rearmed,
 )
@@ -960,7 +961,10 @@ class Executor:
                             # was granted since: then it is awaited).
                             continue
                         try:
-                            await waiter.wait
+                            if waiter.state is PENDING:
+                                await waiter.wait
+                            else:  # settled before it slept (_core/_waiter.py)
+                                await settled_wait(waiter)
                         except BaseException as exc:
                             idle._interrupted(waiter, exc, self._give_back)
                             raise

@@ -38,7 +38,14 @@ from __future__ import annotations
 from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
 
-from .._core import BUDGET, BUDGET_SIZE, PENDING, WaitQueue, budget_checkpoint
+from .._core import (
+    BUDGET,
+    BUDGET_SIZE,
+    PENDING,
+    WaitQueue,
+    budget_checkpoint,
+    settled_wait,
+)
 
 if TYPE_CHECKING:
     from ._executor import Executor
@@ -175,7 +182,10 @@ class JoinHandle(Generic[T]):
                     yield from _budget_checkpoint().__await__()
             else:
                 try:
-                    yield from waiter.wait.__await__()
+                    if waiter.state is PENDING:
+                        yield from waiter.wait.__await__()
+                    else:  # settled before it slept (_core/_waiter.py)
+                        yield from settled_wait(waiter).__await__()
                 except BaseException as exc:
                     waiters._interrupted(waiter, exc, _ignore)
                     raise

@@ -48,6 +48,7 @@ from .._core import (
     check_strict,
     protect_if_trio_imported,
     raise_failure,
+    settled_wait,
 )
 
 
@@ -171,7 +172,10 @@ class BatchSemaphore(CopiedWhole):
                 await self._regranted(waiter, self._strict, self._give_back)
                 return
             try:
-                await waiter.wait
+                if waiter.state is PENDING:
+                    await waiter.wait
+                else:  # settled before it slept (_core/_waiter.py)
+                    await settled_wait(waiter)
             except BaseException as exc:
                 self._leave_and_raise(waiter, exc)
             BUDGET.left = BUDGET_SIZE  # woken: a schedule point (_core/_budget.py)

@@ -55,6 +55,7 @@ from .._core import (
     checkpoint_if_cancelled,
     current_task,
     raise_failure,
+    settled_wait,
     take_checkpoints,
 )
 
@@ -255,7 +256,10 @@ class CapacityLimiter(CopiedWhole):
                     raise
                 return
         try:
-            await waiter.wait
+            if waiter.state is PENDING:
+                await waiter.wait
+            else:  # settled before it slept (_core/_waiter.py)
+                await settled_wait(waiter)
         except BaseException as exc:
             waiters._interrupted(waiter, exc, self._give_back)
             raise

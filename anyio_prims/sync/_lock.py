@@ -73,6 +73,7 @@ from .._core import (
     budget_checkpoint,
     checkpoint_if_cancelled,
     on_trio,
+    settled_wait,
     take_checkpoints,
     task_finder,
     task_info,
@@ -171,7 +172,14 @@ class Lock(CopiedWhole):
         waiter = waiters.enqueue(1)
         waiter.task = task
         try:
-            await waiter.wait
+            if waiter.state is PENDING:
+                await waiter.wait
+            else:  # settled before it slept (_core/_waiter.py)
+                if self._owner is None:
+                    # Granted inside enqueue, before its task was named
+                    # (release()): this task holds the lock.
+                    self._owner = task
+                await settled_wait(waiter)
         except BaseException as exc:
             self._leave_and_raise(waiter, exc)
         BUDGET.left = BUDGET_SIZE  # woken: a schedule point (_core/_budget.py)
@@ -224,7 +232,14 @@ class Lock(CopiedWhole):
             self._owner = None
             granted = waiters.grant_head(1)
             if granted is not None:
-                self._owner = granted.task
+                try:
+                    self._owner = granted.task
+                except AttributeError:
+                    # A new waiter granted inside its acquire's enqueue (a
+                    # finalizer run there), before that acquire named its
+                    # task; a recycled one's is None.  The acquire names
+                    # itself the owner.
+                    self._owner = None
                 return
         self._owner = None
         self._sem._value = 1
@@ -257,7 +272,10 @@ class Lock(CopiedWhole):
             granted = sem._waiters.take_head(1)
             if granted is not None:
                 sem._value -= 1
-                self._owner = granted.task
+                try:
+                    self._owner = granted.task
+                except AttributeError:  # as in release()
+                    self._owner = None
                 granted.wake()
 
     def _leave_and_raise(self, waiter: Waiter[int], exc: BaseException) -> NoReturn:
@@ -399,7 +417,10 @@ class Semaphore(CopiedWhole):
             await sem._regranted(waiter, self._strict, self._give_back_unit)
             return
         try:
-            await waiter.wait
+            if waiter.state is PENDING:
+                await waiter.wait
+            else:  # settled before it slept (_core/_waiter.py)
+                await settled_wait(waiter)
         except BaseException as exc:
             sem._leave_and_raise(waiter, exc, self._give_back_unit)
         BUDGET.left = BUDGET_SIZE  # as in Lock.acquire()
@@ -514,7 +535,10 @@ class Semaphore(CopiedWhole):
             await sem._regranted(waiter, self._strict, self._give_back_unit)
             return self
         try:
-            await waiter.wait
+            if waiter.state is PENDING:
+                await waiter.wait
+            else:  # settled before it slept (_core/_waiter.py)
+                await settled_wait(waiter)
         except BaseException as exc:
             sem._leave_and_raise(waiter, exc, self._give_back_unit)
         BUDGET.left = BUDGET_SIZE  # as in Lock.acquire()
