@@ -240,10 +240,10 @@ class Receiver(NotCopied, ObjectReceiveStream[T_co], Generic[T_co]):
         # the waiter is in the slot: a garbage collection since the look
         # above (the calls here allocate) may have run a dropped Sender's
         # __del__, which found nobody parked to wake (or code of the
-        # caller's there may have sent).  Parked now, this task would wait
-        # forever.
+        # caller's there may have sent, or closed this receiver).  Parked
+        # now, this task would wait forever.
         waiter = slot.enqueue(None)
-        if state.sender_done and slot.withdraw(waiter):
+        if (state.sender_done or self._closed) and slot.withdraw(waiter):
             # (Not withdrawn if the sender's grant came meanwhile: awaited.)
             state.wake_soon = None
             if budget.left <= 0 or self._strict:

@@ -227,12 +227,12 @@ class BatchSemaphore(CopiedWhole):
         which held it back only until a grant drops it.  Do for it what a
         release (or the close) would have done: grant the waiters that now fit,
         in order (in fair mode a larger request ahead may still hold it
-        back, as it holds back any acquire), or raise ClosedResourceError.
-        ``True`` if ``waiter`` was granted here: the caller then finishes
-        with :meth:`_regranted`, not with a wait.
+        back, as it holds back any acquire), or take ``waiter`` back.
+        ``True`` if ``waiter`` was granted or taken back here: the caller
+        then finishes with :meth:`_regranted`, not with a wait.
         """
         if self._closed and self._waiters.withdraw(waiter):
-            raise anyio.ClosedResourceError
+            return True  # _regranted raises ClosedResourceError
         self._grant_waiters()
         return waiter.state is GRANTED
 
@@ -242,7 +242,9 @@ class BatchSemaphore(CopiedWhole):
         strict: bool,
         give_back: Callable[[int], None],
     ) -> None:
-        """Finish an acquire whose own ``_recheck`` granted it.
+        """Finish an acquire whose own ``_recheck`` granted it (or took it
+        back from a closed semaphore: the checkpoint it owes, then
+        ``ClosedResourceError``).
 
         The waiter's wait is still awaited: on Trio the grant rescheduled the
         task, which must sleep once to take it (a cancellation is not
@@ -257,6 +259,13 @@ class BatchSemaphore(CopiedWhole):
         counts as queued when the call decides to park, and ``_recheck``
         drops it.)
         """
+        if waiter.state is not GRANTED:
+            # Taken back from a semaphore closed meanwhile (_recheck): the
+            # checkpoint that a call on a semaphore closed before it takes
+            # (first), then the error.
+            if strict or BUDGET.left <= 0:
+                await budget_checkpoint()
+            raise anyio.ClosedResourceError
         payload = waiter.payload
         try:
             await waiter.wait

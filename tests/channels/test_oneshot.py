@@ -20,6 +20,7 @@ import pytest
 from anyio_prims import oneshot
 from anyio_prims._core import BUDGET, BUDGET_SIZE, FORCE_GENERIC, NOT_OPENED, Slot
 
+from .._reentry import arm_inside_enqueue
 from .._waiter_count import WAITER_STATS
 from ._support import GIVE_BACK_SOURCES, SOURCES, Call, settle, source_param
 
@@ -254,6 +255,24 @@ async def test_a_receive_that_finds_the_sender_gone_at_its_park_checkpoints_as_d
     assert not holder
     with pytest.raises(anyio.EndOfStream):
         await rx.receive()
+
+
+@pytest.mark.parametrize("where", ["before", "after"])
+async def test_a_receive_whose_receiver_closes_as_it_parks_raises_closed(
+    monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    # Code run as the receive parks (a finalizer) closes the receiver:
+    # before the waiter is in the slot, the close finds nobody to fail, and
+    # the receive must not wait (it waited until the sender closed, then
+    # raised EndOfStream); after, the close fails the waiter.
+    armed = arm_inside_enqueue(monkeypatch, where)
+    tx, rx = oneshot.channel[int]()
+    armed.append(rx.close)
+    with anyio.fail_after(5), pytest.raises(anyio.ClosedResourceError):
+        await rx.receive()
+    assert not armed, "the receive did not park"
+    with pytest.raises(anyio.BrokenResourceError):
+        tx.send(1)
 
 
 async def test_a_sender_collected_in_another_thread_wakes_the_parked_receive() -> None:
