@@ -34,6 +34,7 @@ from anyio_prims import (
     CapacityLimiter,
     Event,
     Lock,
+    RWLock,
     Semaphore,
     oneshot,
 )
@@ -269,43 +270,74 @@ async def test_a_join_settled_before_its_task_sleeps_is_a_checkpoint(
         busy.cancel()
 
 
-async def test_a_lock_handed_over_inside_its_acquire_enqueue_is_held_by_it(
-    monkeypatch: pytest.MonkeyPatch, anyio_backend_name: str
+#: The locks: what makes one, how to hold it alone and let go, the acquire
+#: a dropped coroutine is granted, and the acquire that parks then and its
+#: release.
+LOCKS: dict[str, tuple[Any, str, str, str, str, str]] = {
+    "Lock": (Lock, "acquire", "release", "acquire", "acquire", "release"),
+    **{
+        f"RWLock {first}, {second}": (
+            RWLock,
+            "acquire_write",
+            "release_write",
+            f"acquire_{first}",
+            f"acquire_{second}",
+            f"release_{second}",
+        )
+        for first, second in [("write", "write"), ("write", "read"), ("read", "write")]
+    },
+}
+
+
+@pytest.mark.parametrize("where", ["before", "after"])
+@pytest.mark.parametrize("kind", list(LOCKS))
+async def test_a_lock_given_back_as_an_acquire_parks_is_handed_to_it(
+    kind: str, where: str, monkeypatch: pytest.MonkeyPatch, anyio_backend_name: str
 ) -> None:
     # A coroutine that was handed the lock and then dropped is closed by
-    # its finalizer as another acquire parks: it gives the lock back, and
-    # the hand-over grants the acquire that parks, before that acquire has
-    # named its task on its waiter.  (It raised AttributeError in the
-    # finalizer and left the acquire waiting for good.)  asyncio only: the
-    # dropped coroutine is driven by hand, which Trio's waits do not allow.
+    # its finalizer as another acquire parks, and gives the lock back.
+    # After the acquire's waiter is parked ("after"), the give-back hands
+    # the lock to it before it named its task (a Lock raised AttributeError
+    # in the finalizer and left the acquire waiting for good); before
+    # ("before"), it hands it to nobody, and the acquire parked on a free
+    # lock for good.  asyncio only: the dropped coroutine is driven by
+    # hand, which Trio's waits do not allow.
     if anyio_backend_name != "asyncio":
         pytest.skip("drives a coroutine by hand: asyncio only")
     import asyncio
 
-    lock = Lock()
-    await lock.acquire()
+    make, hold, let_go, first, second, release = LOCKS[kind]
+    lock = make()
+    await getattr(lock, hold)()
     dropped: list[Any] = []
 
     async def park_and_drop() -> None:
-        coro = lock.acquire()
+        coro = getattr(lock, first)()
         coro.send(None)  # parked for this task, never resumed
         dropped.append(coro)
 
     await asyncio.ensure_future(park_and_drop())
-    lock.release()  # handed to the dropped coroutine's waiter
-    armed = arm_inside_enqueue(monkeypatch, "after")
+    getattr(lock, let_go)()  # the dropped acquire is granted the lock
+    armed = arm_inside_enqueue(monkeypatch, where)
     armed.append(lambda: dropped.pop().close())
 
     async def acquire_release() -> None:
         with anyio.fail_after(5):
-            await lock.acquire()
-        assert lock.statistics().owner == anyio.get_current_task()
-        lock.release()
+            await getattr(lock, second)()
+        if kind == "Lock":
+            assert lock.statistics().owner == anyio.get_current_task()
+        getattr(lock, release)()
 
     await asyncio.ensure_future(acquire_release())
     assert not armed
-    assert not lock.locked()
-    assert lock.statistics().tasks_waiting == 0
+    stats = lock.statistics()
+    if kind == "Lock":
+        assert not stats.locked
+        assert stats.tasks_waiting == 0
+    else:
+        assert stats.writer is None
+        assert stats.readers == 0
+        assert stats.tasks_waiting_read == stats.tasks_waiting_write == 0
 
 
 async def test_a_worker_handed_a_job_as_it_parks_idle_checkpoints_first(

@@ -171,6 +171,12 @@ class Lock(CopiedWhole):
                 await check()  # returns only without yielding
         waiter = waiters.enqueue(1)
         waiter.task = task
+        if sem._value > 0 and waiter.state is PENDING:
+            # The lock came free inside enqueue, before the waiter was there
+            # to be handed it: an acquire granted it and closed unfinished
+            # by a finalizer run there gave it back to nobody.  Hand it over
+            # as that give-back would have (to this waiter, or one ahead).
+            self._hand_over()
         try:
             if waiter.state is PENDING:
                 await waiter.wait

@@ -68,6 +68,7 @@ from .._core import (
     CopiedWhole,
     TaskMap,
     Unopened,
+    Waiter,
     WaitQueue,
     budget_checkpoint,
     check_strict,
@@ -219,7 +220,9 @@ class RWLock(CopiedWhole):
             self._readers.add(task)
             return
         try:
-            await self._opened_waiters().park((task, False), self._give_back)
+            await self._opened_waiters().park(
+                (task, False), self._give_back, self._admit_parked
+            )
         except BaseException:
             self._grant_waiters()
             raise
@@ -296,7 +299,9 @@ class RWLock(CopiedWhole):
             self._writer = task
             return
         try:
-            await self._opened_waiters().park((task, True), self._give_back)
+            await self._opened_waiters().park(
+                (task, True), self._give_back, self._admit_parked
+            )
         except BaseException:
             self._grant_waiters()
             raise
@@ -383,6 +388,17 @@ class RWLock(CopiedWhole):
             if waiters.take(head):
                 self._readers.add(task)
                 head.grant(task)
+
+    def _admit_parked(self, waiter: Waiter[tuple[object, bool]]) -> bool:
+        # park()'s recheck, once the waiter is parked: the lock may have
+        # come free inside enqueue, before the waiter was there to be
+        # admitted (an acquire granted the lock and closed unfinished by a
+        # finalizer run there gave it back, and admitted nobody).  Admit
+        # the head as that give-back would have, this waiter included; it
+        # is never taken back (granted, park awaits it, a checkpoint).
+        if self._writer is None:
+            self._grant_waiters()
+        return False
 
     def _give_back(self, task: object) -> None:
         # ``task`` was granted the lock, then cancelled before it ran.  The
