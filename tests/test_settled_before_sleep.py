@@ -270,6 +270,39 @@ async def test_a_join_settled_before_its_task_sleeps_is_a_checkpoint(
         busy.cancel()
 
 
+@pytest.mark.parametrize("flavour", list(CHANNELS))
+async def test_a_receive_handed_its_item_as_it_parks_keeps_a_task_cancel(
+    flavour: str, monkeypatch: pytest.MonkeyPatch, anyio_backend_name: str
+) -> None:
+    # Plain asyncio: task.cancel() as the item is handed over lands at the
+    # checkpoint after the wait.  The receive keeps its item (given back,
+    # it could come after later items), so it must make that cancellation
+    # again for the next checkpoint: swallowed, the task would run on.
+    if anyio_backend_name != "asyncio":
+        pytest.skip("task.cancel(): asyncio only")
+    import asyncio
+
+    tx, rx = CHANNELS[flavour](0, strict=True)
+    armed = arm_inside_enqueue(monkeypatch, "after")
+    got: list[str] = []
+
+    async def receive() -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        armed.append(lambda: (tx.send_nowait("sent"), task.cancel()))
+        got.append(await rx.receive())
+        await asyncio.sleep(0)  # the cancellation is raised here
+        got.append("ran on")
+
+    task = asyncio.ensure_future(receive())
+    with anyio.fail_after(5), pytest.raises(asyncio.CancelledError):
+        await task
+    assert not armed
+    assert got == ["sent"]
+    with pytest.raises(anyio.WouldBlock):
+        rx.receive_nowait()
+
+
 #: The locks: what makes one, how to hold it alone and let go, the acquire
 #: a dropped coroutine is granted, and the acquire that parks then and its
 #: release.

@@ -333,12 +333,15 @@ class ReceiveEndpoint(_Endpoint, ObjectReceiveStream[T_co], Generic[T_co]):
         granted, and that receiver's reservation moves on to the next item.
         On Trio, an item granted before one already delivered is not taken:
         it stays for its own receiver, so no task gets a sender's items out
-        of order (with the native waiter; docs/semantics.md gives the one
-        exception with the generic waiter).
+        of order (with the native waiter; docs/semantics.md gives the
+        exceptions: a cancellation with the generic waiter, a Ctrl-C).
         Cancelled before an item was granted: nothing was taken.  Cancelled
         after one was granted but before the task ran: the item goes to the
         next receiver, or back to the front of the buffer, and the
-        cancellation propagates.
+        cancellation propagates.  Handed an item before the task slept (by
+        code a garbage collection ran inside this call) and cancelled at
+        the checkpoint that follows: the call returns the item, and the
+        cancellation is raised at the task's next checkpoint.
 
         :raises anyio.EndOfStream: if the buffer is empty and every sender is
             closed (``async for`` ends); while an item granted to another

@@ -100,10 +100,11 @@
 #   item in that window took A, the oldest, and left B reserved for R1:
 #   then B is next in line.  An item freed after the last sender closed is
 #   still delivered before the end of the stream (I4).  A pinned item freed
-#   this way (only the generic waiter on Trio can both resume out of grant
-#   order and undo a grant) goes back to the front of the buffer, next in
-#   line although a later item was delivered already: the one case in
-#   which the order can differ.
+#   this way (on Trio, by the generic waiter, which can both resume out of
+#   grant order and undo a grant, or by a Ctrl-C at the checkpoint of a
+#   receive settled before it slept) goes back to the front of the buffer,
+#   next in line although a later item was delivered already: the one case
+#   in which the order can differ.
 #
 # Items a channel can no longer deliver (the last receiver closed) are
 # dropped at once.  User code can run inside a release (an item's
