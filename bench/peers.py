@@ -468,9 +468,9 @@ MINIMAL_PINGPONG = [
 ]
 
 
-# The checkpoint policy's own cost.  anyio-prims' budget (a call that does not
-# block spends one unit; when the budget is spent the call checkpoints first;
-# a call that parks refills it when it wakes) put on two implementations that
+# The checkpoint policy's own cost.  anyio-prims' budget (every call spends one
+# unit; when the budget is spent the call checkpoints first, also one about to
+# park; waking refills nothing) put on two implementations that
 # have no checkpoint of their own: the minimal channel and asyncio.Queue.  The
 # library's own counter and checkpoint are used, written as its hot paths
 # write them (less the ``strict`` test), so the rows follow the library.
@@ -481,7 +481,6 @@ _BUDGET: Any
 _budget_checkpoint: Any
 _BUDGET, _budget_missing = _find("anyio_prims._core:BUDGET")
 _budget_checkpoint, _ = _find("anyio_prims._core:budget_checkpoint")
-_BUDGET_SIZE: int = getattr(_BUDGET, "left", 64)  # full at import
 
 
 class BudgetedMinimalChan(MinimalChan):
@@ -507,9 +506,9 @@ class BudgetedMinimalChan(MinimalChan):
 class BudgetedQueue(asyncio.Queue[Any]):
     """asyncio.Queue under the checkpoint policy.
 
-    As in the library, only a call that can proceed takes the due
-    checkpoint; one that must wait parks at once (Queue's own wait) and
-    refills the budget when it wakes.  Otherwise Queue's own
+    As in the library, every call spends a unit and takes the due
+    checkpoint first, also one that must wait, which otherwise parks at
+    once (Queue's own wait); waking refills nothing.  Otherwise Queue's own
     ``put``/``get``: their fast path is ``put_nowait``/``get_nowait`` after
     a ``full()``/``empty()`` test, written out here so that no coroutine
     frame is added.
@@ -518,23 +517,20 @@ class BudgetedQueue(asyncio.Queue[Any]):
     async def put(self, item: Any) -> None:
         budget = _BUDGET
         budget.left -= 1
-        if budget.left <= 0 and not self.full():
+        if budget.left <= 0:
             await _budget_checkpoint()
         if self.full():
             await super().put(item)
-            budget.left = _BUDGET_SIZE  # woken: a schedule point
         else:
             self.put_nowait(item)
 
     async def get(self) -> Any:
         budget = _BUDGET
         budget.left -= 1
-        if budget.left <= 0 and not self.empty():
+        if budget.left <= 0:
             await _budget_checkpoint()
         if self.empty():
-            item = await super().get()
-            budget.left = _BUDGET_SIZE  # as in put()
-            return item
+            return await super().get()
         return self.get_nowait()
 
 

@@ -778,7 +778,7 @@ async def receive():
     # the first thing that marks is making its waiter.
     async with trio.open_nursery() as nursery:
         nursery.start_soon(SEND.send, "item")
-        with CtrlCAt(type(RECEIVE).receive, "BUDGET.left = BUDGET_SIZE") as watch:
+        with CtrlCAt(type(RECEIVE).receive, "if waiter.state is FAILED:") as watch:
             try:
                 print("received", await RECEIVE.receive())
             except KeyboardInterrupt:

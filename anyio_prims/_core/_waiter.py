@@ -47,15 +47,12 @@
 # A wait is ``park(payload, give_back)``, or, on the hottest paths, its two
 # halves written out: ``enqueue(payload)`` (make the waiter for the running
 # backend and queue it) and an await of ``waiter.wait``, settled as ``park``
-# settles it (``_interrupted`` on an exception, which refills the budget;
-# after waking, the budget refilled, and then ``FAILED`` handled).  Either
-# way the task has been through a schedule point: the loop delivers an
-# exception to a parked task only by running it again (code that throws
-# into the coroutine itself is no loop: see ``_interrupted``).  The halves
-# save ``park``'s coroutine frame on every wait.  The budget is refilled on
-# waking, not on parking: a task that parks in an eager first step
-# (asyncio's eager task factory) gives the turn back to its creator, not to
-# the loop (_budget.py).
+# settles it (``_interrupted`` on an exception, which refills the budget:
+# the loop delivers an exception to a parked task only by running it
+# again, and code that throws into the coroutine itself is no loop; after
+# waking, ``FAILED`` handled).  The halves save ``park``'s coroutine frame
+# on every wait.  A wake refills nothing: a wait granted before a
+# cancellation lands is no cancellation point on asyncio (_budget.py).
 #
 # Settled before it slept: code run inside the call after ``enqueue``
 # parked the waiter (a finalizer that a collection ran there, or the
@@ -582,7 +579,6 @@ class Parking(Generic[P]):
             if self._interrupted(waiter, exc, give_back, kept):
                 return waiter.value
             raise
-        BUDGET.left = BUDGET_SIZE  # woken: a schedule point (module comment)
         value = waiter.value
         # Recycle the waiter (see the module comment).
         waiter.payload = waiter.value = None  # type: ignore[assignment]
@@ -656,6 +652,10 @@ class Parking(Generic[P]):
                     exc,
                     waiter._cancelling if type(waiter) is GenericWaiter else None,
                 )
+                # The cancellation is due at the next checkpoint: spend the
+                # budget, so that the next budgeted call takes one first,
+                # before it could park and be granted again (_budget.py).
+                BUDGET.left = 0
                 return True
             elif kept is not None:
                 kept(waiter.value)
@@ -709,8 +709,8 @@ class WaitQueue(Parking[P]):
         by doing its second half themselves: the caller must await
         ``waiter.wait`` at once (through :func:`settled_wait` if the waiter
         is no longer PENDING) and settle the outcome as ``park`` does
-        (``_interrupted`` on an exception; after waking, the budget refilled,
-        then ``FAILED`` handled).
+        (``_interrupted`` on an exception; after waking, ``FAILED``
+        handled).
         """
         loop = self._loop
         if loop is not None and (

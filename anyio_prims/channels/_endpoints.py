@@ -13,11 +13,12 @@
 # parks here, in the endpoint, to save a coroutine frame per wait.  The
 # budget check is the one every primitive starts with, inlined: with
 # ``strict`` every call is a checkpoint (as in AnyIO), otherwise one call in
-# BUDGET_SIZE is.  The checkpoint comes first, so a cancellation there
-# leaves nothing done; a call that is going to park skips it, because
-# parking is the checkpoint (and waking, or a cancellation delivered there,
-# refills the budget).  The anyio drop-in sets ``_checkpoint_before_park``
-# to keep anyio's order: a checkpoint, then the park.
+# BUDGET_SIZE is, blocking or not.  The checkpoint comes first, so a
+# cancellation there leaves nothing done; a strict call that is going to
+# park skips it, because parking is the checkpoint (a cancellation
+# delivered there refills the budget; a wake does not: _core/_budget.py).
+# The anyio drop-in sets ``_checkpoint_before_park`` to keep anyio's
+# order: a checkpoint, then the park.
 #
 # A call decides to park on what it saw, and only then makes and parks its
 # waiter; making it allocates, so a garbage collection there may run a
@@ -42,7 +43,6 @@ from anyio.abc import ObjectReceiveStream, ObjectSendStream
 
 from .._core import (
     BUDGET,
-    BUDGET_SIZE,
     FAILED,
     GRANTED,
     NOT_OPENED,
@@ -169,10 +169,14 @@ class SendEndpoint(_Endpoint, ObjectSendStream[T_contra], Generic[T_contra]):
         """
         budget = BUDGET
         budget.left -= 1
-        if (budget.left <= 0 or self._strict) and (
-            self._checkpoint_before_park
-            or not self._state.send_would_park(self._closed)
+        if budget.left <= 0 or (
+            self._strict
+            and (
+                self._checkpoint_before_park
+                or not self._state.send_would_park(self._closed)
+            )
         ):
+            # Due: first, also for a call about to park (_core/_budget.py).
             await budget_checkpoint()
         state = self._state
         buffer = state.buffer
@@ -258,7 +262,6 @@ class SendEndpoint(_Endpoint, ObjectSendStream[T_contra], Generic[T_contra]):
                 # one was cancelled and taken before this task ran.
                 state.sync()
                 raise
-        BUDGET.left = BUDGET_SIZE  # woken: a schedule point (_core/_budget.py)
         if waiter.state is FAILED:
             state.send_in_flight = False
             state.sync()
@@ -354,11 +357,14 @@ class ReceiveEndpoint(_Endpoint, ObjectReceiveStream[T_co], Generic[T_co]):
         """
         budget = BUDGET
         budget.left -= 1
-        if (budget.left <= 0 or self._strict) and (
-            self._checkpoint_before_park
-            or not self._state.receive_would_park(self._closed)
+        if budget.left <= 0 or (
+            self._strict
+            and (
+                self._checkpoint_before_park
+                or not self._state.receive_would_park(self._closed)
+            )
         ):
-            await budget_checkpoint()
+            await budget_checkpoint()  # as in send()
         state = self._state
         buffer = state.buffer
         if len(buffer) > state.recv_floor and not self._closed:
@@ -413,7 +419,6 @@ class ReceiveEndpoint(_Endpoint, ObjectReceiveStream[T_co], Generic[T_co]):
                 raise
         else:  # settled before it slept (_core/_waiter.py)
             await self._settled(state, waiters, waiter)
-        BUDGET.left = BUDGET_SIZE  # as in send()
         if waiter.state is FAILED:
             state.sync()
             if self._closed:  # closed after another close woke it: as in send()

@@ -32,7 +32,6 @@ from anyio.abc import ObjectReceiveStream
 
 from .._core import (
     BUDGET,
-    BUDGET_SIZE,
     FAILED,
     NOT_OPENED,
     PENDING,
@@ -222,9 +221,10 @@ class Receiver(NotCopied, ObjectReceiveStream[T_co], Generic[T_co]):
         """
         budget = BUDGET
         budget.left -= 1
-        if (budget.left <= 0 or self._strict) and not self._would_park():
-            # One that must wait parks below instead: parking is the
-            # checkpoint.
+        if budget.left <= 0 or (self._strict and not self._would_park()):
+            # A strict one that must wait parks below instead: parking is
+            # the checkpoint.  A due one checkpoints first all the same
+            # (_core/_budget.py).
             await budget_checkpoint()
         state = self._state
         item = state.item
@@ -268,7 +268,6 @@ class Receiver(NotCopied, ObjectReceiveStream[T_co], Generic[T_co]):
                 state.wake_soon = None
             raise
         state.wake_soon = None
-        BUDGET.left = BUDGET_SIZE  # woken: a schedule point (_core/_budget.py)
         value = waiter.value
         waiter.value = None  # recycled (see _core/_waiter.py); payload is None
         slot._spare = waiter

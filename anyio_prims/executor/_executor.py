@@ -87,7 +87,6 @@ import anyio.abc
 
 from .._core import (
     BUDGET,
-    BUDGET_SIZE,
     MARKING,
     NOT_OPENED,
     PENDING,
@@ -721,7 +720,10 @@ class Executor:
         Blocks while ``max_queued`` jobs are queued (or other submitters
         wait before this one; they are served in order) and is then a
         cancellation point; it parks at once, without yielding first.
-        Otherwise reaches a checkpoint at least once every 64 calls.  A
+        Reaches a checkpoint at least once every 64 calls, the calls that
+        wait included: on asyncio a wait granted before a cancellation
+        lands does not raise it, and a producer loop whose submits are each
+        granted as they park could not be cancelled otherwise.  A
         submit cancelled while it waits spawned nothing; one whose job was
         spawned just as it was cancelled returns the handle and the
         cancellation is raised at the task's next checkpoint.  A submit
@@ -738,8 +740,12 @@ class Executor:
             raise TypeError(f"fn must be an async callable, not {type(fn).__name__}")
         budget = BUDGET
         budget.left -= 1
-        # A submit that must wait parks at once: parking is its checkpoint.
-        if budget.left <= 0 and not self._submit_waits():
+        if budget.left <= 0:
+            # Due: the checkpoint first, also for a submit that must wait
+            # (which otherwise parks at once: parking is its checkpoint).  A
+            # producer loop whose submits are each granted as they park, by
+            # a worker that takes a job in the same loop iteration, meets
+            # no other (_core/_budget.py).
             await budget_checkpoint()
         while self._max_queued is not None and self._submit_waits():
             if self._starting and self._workers_gone():
@@ -754,12 +760,9 @@ class Executor:
                 handle: JoinHandle[T] = granted
                 return handle
             # Room was made inside the park's enqueue (its recheck), as if
-            # before this call, which then owes the checkpoint it skipped
-            # to park.  No other task has run: the room is this call's,
-            # unless that checkpoint lets another submit take it.
-            if budget.left > 0:
-                break
-            await budget_checkpoint()
+            # before this call, whose due checkpoint is taken already.  No
+            # other task has run: the room is this call's.
+            break
         return self.spawn(fn, *args)
 
     def _submit_waits(self) -> bool:
@@ -968,7 +971,6 @@ class Executor:
                         except BaseException as exc:
                             idle._interrupted(waiter, exc, self._give_back)
                             raise
-                        BUDGET.left = BUDGET_SIZE  # woken: a schedule point
                         job = waiter.value
                         # Recycle the waiter (see _core/_waiter.py).
                         waiter.value = None

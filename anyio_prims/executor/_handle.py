@@ -40,7 +40,6 @@ from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
 
 from .._core import (
     BUDGET,
-    BUDGET_SIZE,
     PENDING,
     WaitQueue,
     budget_checkpoint,
@@ -140,20 +139,20 @@ class JoinHandle(Generic[T]):
 
     def __await__(self) -> Generator[Any, Any, T]:
         # A generator, not a coroutine: ``await handle`` makes no coroutine
-        # and no wrapper, and a waiting join has one frame less.  A join
-        # that must wait parks at once (parking is its checkpoint, and it
-        # keeps the joiners in the order they called); only one that
-        # returns at once spends the budget.
+        # and no wrapper, and a waiting join has one frame less.  Every
+        # join spends the budget, and takes its due checkpoint first, also
+        # one about to wait (_core/_budget.py); a join that must wait parks
+        # at once otherwise (parking is its checkpoint, and it keeps the
+        # joiners in the order they called).
+        budget = BUDGET
+        budget.left -= 1
+        if budget.left <= 0:
+            yield from _budget_checkpoint().__await__()
         if self._state == QUEUED and self._executor._starting:
             # Queued while the worker started for it has not run: if that
             # task ended first, the job is cancelled here, not waited for.
             self._executor._workers_gone()
-        if self._state >= SUCCEEDED:
-            budget = BUDGET
-            budget.left -= 1
-            if budget.left <= 0:
-                yield from _budget_checkpoint().__await__()
-        else:
+        if self._state < SUCCEEDED:
             waiters = self._waiters
             if waiters is None:
                 # The first join that waits: the executor's spare queue (a
@@ -168,19 +167,14 @@ class JoinHandle(Generic[T]):
             # waiters.park(None, _ignore), written out: one frame less on
             # every join that waits.  Settling only grants.
             waiter = waiters.enqueue(None)
-            if (
+            # Unless settled inside enqueue, before the waiter was in place
+            # (a finalizer that a collection ran there cancelled the job;
+            # see WaitQueue.withdraw): then as if settled before this call.
+            if not (
                 waiter.state is PENDING
                 and self._state >= SUCCEEDED
                 and waiters.withdraw(waiter)
             ):
-                # Settled inside enqueue, before the waiter was in place (a
-                # finalizer that a collection ran there cancelled the job;
-                # see WaitQueue.withdraw): as if settled before this call.
-                budget = BUDGET
-                budget.left -= 1
-                if budget.left <= 0:
-                    yield from _budget_checkpoint().__await__()
-            else:
                 try:
                     if waiter.state is PENDING:
                         yield from waiter.wait.__await__()
@@ -189,7 +183,6 @@ class JoinHandle(Generic[T]):
                 except BaseException as exc:
                     waiters._interrupted(waiter, exc, _ignore)
                     raise
-                BUDGET.left = BUDGET_SIZE  # woken: a schedule point (_core/_budget.py)
                 # Granted (value None): recycle the waiter (see
                 # _core/_waiter.py) on the queue, wherever that has gone since.
                 waiters._spare = waiter

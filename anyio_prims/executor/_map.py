@@ -191,20 +191,15 @@ class MapIterator(Generic[T]):
             raise anyio.BusyResourceError("iterating over")
         self._busy = True
         try:
-            spent = False
+            # Every call spends the budget, and its due checkpoint comes
+            # before it takes anything (a cancellation there loses no
+            # result), also for a call about to wait (_core/_budget.py); one
+            # that waits parks at once otherwise: parking is its checkpoint.
+            budget = BUDGET
+            budget.left -= 1
+            if budget.left <= 0:
+                await budget_checkpoint()
             while True:
-                if not spent and self._completes_now():
-                    # A call that returns or raises without waiting spends
-                    # the budget, and its due checkpoint comes before it
-                    # takes anything (a cancellation there loses no
-                    # result); then look again, as others ran.  One that
-                    # waits parks at once: parking is its checkpoint.
-                    spent = True
-                    budget = BUDGET
-                    budget.left -= 1
-                    if budget.left <= 0:
-                        await budget_checkpoint()
-                        continue
                 if self._closed:
                     raise StopAsyncIteration
                 if self._ready_cancelled():

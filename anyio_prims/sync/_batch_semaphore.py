@@ -35,7 +35,6 @@ import anyio
 
 from .._core import (
     BUDGET,
-    BUDGET_SIZE,
     FAILED,
     GRANTED,
     NOT_OPENED,
@@ -139,10 +138,11 @@ class BatchSemaphore(CopiedWhole):
         """
         budget = BUDGET
         budget.left -= 1
-        if (budget.left <= 0 or self._strict) and (self._can_take(n) or self._closed):
-            # Only a call that can proceed (or that raises because the
-            # semaphore is closed) checkpoints here: one that must wait
-            # parks, and parking is the checkpoint.
+        if budget.left <= 0 or (self._strict and (self._can_take(n) or self._closed)):
+            # A strict call checkpoints here only if it can proceed (or
+            # raises because the semaphore is closed): one that must wait
+            # parks, and parking is the checkpoint.  A due call checkpoints
+            # here all the same (_core/_budget.py).
             await budget_checkpoint()
         if (
             type(n) is int
@@ -178,7 +178,6 @@ class BatchSemaphore(CopiedWhole):
                     await settled_wait(waiter)
             except BaseException as exc:
                 self._leave_and_raise(waiter, exc)
-            BUDGET.left = BUDGET_SIZE  # woken: a schedule point (_core/_budget.py)
             if waiter.state is FAILED:  # closed while waiting
                 self._grant_waiters()
                 raise_failure(waiter)

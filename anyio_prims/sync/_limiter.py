@@ -42,8 +42,6 @@ from types import TracebackType
 import anyio
 
 from .._core import (
-    BUDGET,
-    BUDGET_SIZE,
     FAILED,
     GRANTED,
     NOT_OPENED,
@@ -263,7 +261,6 @@ class CapacityLimiter(CopiedWhole):
         except BaseException as exc:
             waiters._interrupted(waiter, exc, self._give_back)
             raise
-        BUDGET.left = BUDGET_SIZE  # woken: a schedule point (_core/_budget.py)
         if waiter.state is FAILED:  # its borrower got a token meanwhile
             raise_failure(waiter)
         # Recycle the waiter (see _core/_waiter.py).

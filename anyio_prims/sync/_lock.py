@@ -63,7 +63,6 @@ import anyio
 
 from .._core import (
     BUDGET,
-    BUDGET_SIZE,
     NO_TASKS,
     NOT_OPENED,
     PENDING,
@@ -188,7 +187,6 @@ class Lock(CopiedWhole):
                 await settled_wait(waiter)
         except BaseException as exc:
             self._leave_and_raise(waiter, exc)
-        BUDGET.left = BUDGET_SIZE  # woken: a schedule point (_core/_budget.py)
         # Recycle the waiter (see _core/_waiter.py); payload, value are ints.
         waiter.task = None
         waiters._spare = waiter
@@ -429,7 +427,6 @@ class Semaphore(CopiedWhole):
                 await settled_wait(waiter)
         except BaseException as exc:
             sem._leave_and_raise(waiter, exc, self._give_back_unit)
-        BUDGET.left = BUDGET_SIZE  # as in Lock.acquire()
         waiters._spare = waiter  # recycled: payload and value are ints
 
     def acquire_nowait(self) -> None:
@@ -547,7 +544,6 @@ class Semaphore(CopiedWhole):
                 await settled_wait(waiter)
         except BaseException as exc:
             sem._leave_and_raise(waiter, exc, self._give_back_unit)
-        BUDGET.left = BUDGET_SIZE  # as in Lock.acquire()
         waiters._spare = waiter
         return self
 

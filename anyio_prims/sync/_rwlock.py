@@ -172,9 +172,10 @@ class RWLock(CopiedWhole):
             task, self._tasks, self._task_key = task_finder()
         budget = BUDGET
         budget.left -= 1
-        if (budget.left <= 0 or self._strict) and not self._read_parks(task):
-            # One that must wait parks below instead: parking is the
-            # checkpoint, and it keeps the order of arrival.
+        if budget.left <= 0 or (self._strict and not self._read_parks(task)):
+            # A strict one that must wait parks below instead: parking is
+            # the checkpoint, and it keeps the order of arrival.  A due one
+            # checkpoints first all the same (_core/_budget.py).
             await budget_checkpoint()
         readers = self._readers
         if self._writer is None and not self._waiters.parked and task not in readers:
@@ -282,7 +283,7 @@ class RWLock(CopiedWhole):
             task, self._tasks, self._task_key = task_finder()
         budget = BUDGET
         budget.left -= 1
-        if (budget.left <= 0 or self._strict) and not self._write_parks(task):
+        if budget.left <= 0 or (self._strict and not self._write_parks(task)):
             await budget_checkpoint()  # as in acquire_read()
         if self._writer is None and not self._readers and not self._waiters.parked:
             self._writer = task
@@ -484,8 +485,8 @@ class Reading:
             task, lock._tasks, lock._task_key = task_finder()
         budget = BUDGET
         budget.left -= 1
-        if (budget.left <= 0 or lock._strict) and (
-            self._entered or not lock._read_parks(task)
+        if budget.left <= 0 or (
+            lock._strict and (self._entered or not lock._read_parks(task))
         ):
             await budget_checkpoint()
         if self._entered:
@@ -537,8 +538,8 @@ class Writing:
             task, lock._tasks, lock._task_key = task_finder()
         budget = BUDGET
         budget.left -= 1
-        if (budget.left <= 0 or lock._strict) and (
-            self._entered or not lock._write_parks(task)
+        if budget.left <= 0 or (
+            lock._strict and (self._entered or not lock._write_parks(task))
         ):
             await budget_checkpoint()
         if self._entered:

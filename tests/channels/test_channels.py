@@ -1141,9 +1141,10 @@ async def test_calls_that_must_wait_beside_a_cancelled_parked_peer_queue_in_call
 ) -> None:
     # The one peer parked on the other side is cancelled and has not run
     # yet (on asyncio its wait is cancelled but still queued; a grant skips
-    # it).  Two calls that must wait, the first with its checkpoint due,
-    # queue in the order they were made: the first does not take that
-    # checkpoint and let the second queue ahead of it.
+    # it).  Two calls that must wait, the first strict (or budgeted with
+    # budget left: a due one checkpoints first, _core/_budget.py), queue in
+    # the order they were made: the first does not yield and let the
+    # second queue ahead of it.
     if flavour not in (MANY_SENDERS if side == "send" else MANY_RECEIVERS):
         pytest.skip("one sender" if side == "send" else "one receiver")
     if FORCE_GENERIC:
@@ -1172,7 +1173,7 @@ async def test_calls_that_must_wait_beside_a_cancelled_parked_peer_queue_in_call
     async def first() -> None:
         peer_scope.cancel()
         second_may_call.set()
-        BUDGET.left = 1  # due, for the budgeted mode
+        BUDGET.left = BUDGET_SIZE  # not due, for the budgeted mode
         await call("first", tx if side == "send" else rx)
 
     async def second() -> None:

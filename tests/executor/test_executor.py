@@ -1092,7 +1092,8 @@ async def looks_before_it_parks(
     parked: Callable[[], bool],
     release: Callable[[], None],
 ) -> int:
-    """Run ``call()`` with its budget checkpoint due, beside a watcher told
+    """Run ``call()`` with budget left (a due checkpoint comes first, even
+    for a call that must wait: _core/_budget.py), beside a watcher told
     when it starts, and return how often the watcher looked before
     ``parked()`` held (0: it parked at once; a yield first would let others
     queue in between).  The watcher then calls ``release()``."""
@@ -1111,7 +1112,7 @@ async def looks_before_it_parks(
     async def caller() -> None:
         nonlocal started
         started = True
-        BUDGET.left = 1  # this call's budget checkpoint is due
+        BUDGET.left = BUDGET_SIZE  # no checkpoint due
         await call()
 
     with anyio.fail_after(10):
@@ -1122,7 +1123,7 @@ async def looks_before_it_parks(
 
 
 async def test_a_submit_that_must_wait_parks_without_yielding_first() -> None:
-    # Parking is the checkpoint, also when the budget's checkpoint is due.
+    # Parking is the checkpoint, where the budget's is not due.
     release = anyio.Event()
 
     async def job() -> None:

@@ -1,0 +1,112 @@
+"""A loop of waits, each granted as it parks, can still be cancelled.
+
+A producer on a full channel and a consumer that yields once per item run
+in step: each send parks and is granted by the consumer's next receive
+before the loop comes round again, and the same for a consumer against
+such a producer, or a submit against a worker.  On asyncio a wait that
+is granted before a cancellation lands does not raise it: AnyIO delivers a
+scope's cancellation only to a task whose wait is not yet resolved, a loop
+iteration later, and a ``task.cancel()`` that meets a send already taken
+is re-armed for the next checkpoint, which was the next such wait.  Such a
+loop, when every wake refilled the checkpoint budget, met no other
+checkpoint and ran on under any deadline.  Now a wake refills nothing and a
+call whose checkpoint is due takes it before it parks
+(``anyio_prims/_core/_budget.py``): the loop stops within the budget.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import anyio
+import anyio.lowlevel
+import pytest
+
+from anyio_prims._core import BUDGET_SIZE
+from anyio_prims.executor import Executor
+
+from .channels._support import CHANNELS
+
+pytestmark = pytest.mark.anyio
+
+#: Calls after the cancellation that prove the loop ran on regardless.
+RAN_ON = 20 * BUDGET_SIZE
+
+
+@pytest.mark.parametrize("side", ["send", "receive"])
+@pytest.mark.parametrize("flavour", list(CHANNELS))
+async def test_a_channel_loop_in_step_with_its_peer_stops_at_its_deadline(
+    flavour: str, side: str
+) -> None:
+    tx, rx = CHANNELS[flavour](1 if side == "send" else 0)
+    calls_after_deadline = 0
+
+    async def peer() -> None:
+        # Yields once per item: in step with the loop.
+        i = 0
+        while True:
+            if side == "send":
+                await rx.receive()
+            else:
+                await tx.send(i)
+            i += 1
+            await anyio.lowlevel.checkpoint()
+
+    with anyio.fail_after(20):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(peer)
+            with anyio.move_on_after(0.05) as scope:
+                i = 0
+                while calls_after_deadline <= RAN_ON:
+                    if anyio.current_time() >= scope.deadline:
+                        calls_after_deadline += 1
+                    if side == "send":
+                        await tx.send(i)
+                    else:
+                        await rx.receive()
+                    i += 1
+            tg.cancel_scope.cancel()
+    assert scope.cancelled_caught
+    assert calls_after_deadline <= BUDGET_SIZE + 1
+
+
+@pytest.mark.parametrize("source", ["deadline", "task.cancel()"])
+async def test_a_submit_loop_in_step_with_a_worker_stops_when_cancelled(
+    source: str, anyio_backend_name: str
+) -> None:
+    if source == "task.cancel()" and anyio_backend_name != "asyncio":
+        pytest.skip("a plain asyncio cancellation")
+    calls_after_cancel = 0
+    cancelled = False
+
+    async def job() -> None:
+        await anyio.lowlevel.checkpoint()  # yields once: in step
+
+    def cancel(task: asyncio.Task[None]) -> None:
+        nonlocal cancelled
+        cancelled = True
+        task.cancel()
+
+    async with Executor(max_workers=1, max_queued=1) as ex:
+
+        async def loop() -> None:
+            nonlocal calls_after_cancel
+            while calls_after_cancel <= RAN_ON:
+                if cancelled:
+                    calls_after_cancel += 1
+                await ex.submit(job)
+
+        with anyio.fail_after(20):
+            if source == "deadline":
+                with anyio.move_on_after(0.05) as scope:
+                    while calls_after_cancel <= RAN_ON:
+                        if anyio.current_time() >= scope.deadline:
+                            calls_after_cancel += 1
+                        await ex.submit(job)
+                assert scope.cancelled_caught
+            else:
+                producer = asyncio.ensure_future(loop())
+                asyncio.get_running_loop().call_later(0.05, cancel, producer)
+                with pytest.raises(asyncio.CancelledError):
+                    await producer
+    assert calls_after_cancel <= BUDGET_SIZE + 1
