@@ -17,11 +17,13 @@ call whose checkpoint is due takes it before it parks
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import anyio
 import anyio.lowlevel
 import pytest
 
+from anyio_prims import BatchSemaphore, RWLock, oneshot
 from anyio_prims._core import BUDGET_SIZE
 from anyio_prims.executor import Executor
 
@@ -110,3 +112,108 @@ async def test_a_submit_loop_in_step_with_a_worker_stops_when_cancelled(
                 with pytest.raises(asyncio.CancelledError):
                     await producer
     assert calls_after_cancel <= BUDGET_SIZE + 1
+
+
+def _more_loops() -> dict[str, Any]:
+    """Loop and peer pairs: each turn of the loop waits and is granted by
+    the peer, which yields once per turn.  Each returns ``(peer, turn)``."""
+
+    def channel_reads(how: str) -> Any:
+        tx, rx = CHANNELS["mpmc"](0)
+
+        async def peer() -> None:
+            i = 0
+            while True:
+                await tx.send(i)
+                i += 1
+                await anyio.lowlevel.checkpoint()
+
+        if how == "receive_many":
+
+            async def turn() -> None:
+                await rx.receive_many(4)
+
+            return peer, turn
+        iterator = rx.__aiter__()
+
+        async def turn_for() -> None:
+            await iterator.__anext__()
+
+        return peer, turn_for
+
+    def one_shots() -> Any:
+        pending: list[Any] = []
+
+        async def peer() -> None:
+            while True:
+                while pending:
+                    pending.pop().send(1)
+                await anyio.lowlevel.checkpoint()
+
+        async def turn() -> None:
+            tx, rx = oneshot.channel[int]()
+            pending.append(tx)
+            await rx.receive()
+
+        return peer, turn
+
+    def permits(fair: bool) -> Any:
+        sem = BatchSemaphore(0, fair=fair)
+
+        async def peer() -> None:
+            while True:
+                sem.release()
+                await anyio.lowlevel.checkpoint()
+
+        return peer, sem.acquire
+
+    def rwlock(reading: bool) -> Any:
+        lock = RWLock()
+
+        async def peer() -> None:
+            while True:
+                await lock.acquire_write()
+                await anyio.lowlevel.checkpoint()
+                lock.release_write()
+
+        async def turn() -> None:
+            if reading:
+                await lock.acquire_read()
+                lock.release_read()
+            else:
+                await lock.acquire_write()
+                lock.release_write()
+
+        return peer, turn
+
+    return {
+        "receive_many": lambda: channel_reads("receive_many"),
+        "async for": lambda: channel_reads("async for"),
+        "oneshot receive": one_shots,
+        "BatchSemaphore, fair": lambda: permits(True),
+        "BatchSemaphore, unfair": lambda: permits(False),
+        "RWLock read": lambda: rwlock(True),
+        "RWLock write": lambda: rwlock(False),
+    }
+
+
+MORE_LOOPS = _more_loops()
+
+
+@pytest.mark.parametrize("name", list(MORE_LOOPS))
+async def test_a_loop_of_waits_in_step_with_its_peer_stops_at_its_deadline(
+    name: str,
+) -> None:
+    peer, turn = MORE_LOOPS[name]()
+    calls_after_deadline = 0
+    with anyio.fail_after(20):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(peer)
+            with anyio.move_on_after(0.05) as scope:
+                while calls_after_deadline <= RAN_ON:
+                    if anyio.current_time() >= scope.deadline:
+                        calls_after_deadline += 1
+                    await turn()
+            tg.cancel_scope.cancel()
+    assert scope.cancelled_caught
+    assert calls_after_deadline <= BUDGET_SIZE + 1

@@ -150,8 +150,10 @@ class SendEndpoint(_Endpoint, ObjectSendStream[T_contra], Generic[T_contra]):
         (with capacity 0, until a receiver takes it).  A checkpoint on every
         call on a channel made with ``strict=True`` and on the drop-in memory
         object streams (there before it blocks, too, as in AnyIO); otherwise a
-        checkpoint when it blocks, and at least once every 64 calls that do
-        not.  Blocked senders are served in arrival order.
+        checkpoint when it blocks, and at least once every 64 calls, the
+        ones that block included (a due one takes it before it parks).
+        Blocked senders are served in arrival order (a sender arrives when
+        it parks).
 
         Cancelled before the item was taken: nothing was sent.  Cancelled
         after a receiver took it: the call returns normally and the
@@ -326,8 +328,8 @@ class ReceiveEndpoint(_Endpoint, ObjectReceiveStream[T_co], Generic[T_co]):
 
         Checkpoints as ``send()`` does: on every call on a
         ``strict=True`` channel and on the drop-in memory object streams,
-        otherwise when it blocks and at least once every 64 calls that do
-        not.  Blocked receivers are served in arrival order.
+        otherwise when it blocks and at least once every 64 calls (as
+        ``send()``).  Blocked receivers are served in arrival order.
 
         Each call takes the oldest item not yet delivered.  While a
         receiver granted an item has not run yet, a call takes an item only

@@ -719,8 +719,9 @@ class Executor:
 
         Blocks while ``max_queued`` jobs are queued (or other submitters
         wait before this one; they are served in order) and is then a
-        cancellation point; it parks at once, without yielding first.
-        Reaches a checkpoint at least once every 64 calls, the calls that
+        cancellation point; it parks at once, without yielding first,
+        unless its checkpoint is due.  Reaches a checkpoint at least once
+        every 64 calls, the calls that
         wait included: on asyncio a wait granted before a cancellation
         lands does not raise it, and a producer loop whose submits are each
         granted as they park could not be cancelled otherwise.  A

@@ -97,7 +97,9 @@ class JoinHandle(Generic[T]):
     ``await handle`` waits for the job and returns its result, or raises its
     exception, or :class:`JobCancelled`.  It blocks while the job has not
     settled and is then a cancellation point: it parks at once, so tasks
-    that await one job queue in the order they called.  Cancelling the
+    that await one job queue in the order they called (but for a join
+    whose budget checkpoint is due, once in 64 calls, which takes it
+    first).  Cancelling the
     awaiting task leaves the job running.  On a settled job it returns at
     once and, like every non-blocking call of anyio-prims, reaches a
     checkpoint at least once every 64 calls.  Any number of tasks may await

@@ -85,7 +85,9 @@ class BatchSemaphore(CopiedWhole):
     :param permits: the permits available at the start (an ``int >= 0``)
     :param fair: serve waiters strictly in arrival order (the default); with
         ``fair=False`` a request that fits proceeds even past queued larger
-        requests, which may then starve
+        requests, which may then starve.  A call arrives when it queues: one
+        whose budget checkpoint is due takes it first, once in 64 calls, so
+        a call made after it may queue ahead (:doc:`semantics`)
     :param strict: make every acquire a checkpoint, as AnyIO does; by
         default an acquire that completes without blocking reaches a
         checkpoint only once every 64 such calls (see :doc:`semantics`)
@@ -245,18 +247,18 @@ class BatchSemaphore(CopiedWhole):
         back from a closed semaphore: the checkpoint it owes, then
         ``ClosedResourceError``).
 
-        The waiter's wait is still awaited: on Trio the grant rescheduled the
-        task, which must sleep once to take it (a cancellation is not
+        The waiter's wait is still awaited: on Trio the grant rescheduled
+        the task, which must sleep once to take it (a cancellation is not
         delivered there), and the generic waiter's is a checkpoint.  On
         asyncio it returns at once, without yielding.  So a strict acquire,
-        or a budgeted one whose checkpoint is due, which skipped it because
-        it was about to park, takes it now, as if the release had come just
-        before the call; if it is cancelled there (or in the generic
-        waiter's wait), the permits go back through ``give_back`` and the
-        cancellation propagates.  (Not only a finalizer's release leads
-        here: a waiter whose task was cancelled but has not run yet still
-        counts as queued when the call decides to park, and ``_recheck``
-        drops it.)
+        which skipped its checkpoint because it was about to park, takes it
+        now, as if the release had come just before the call (a budgeted one
+        took its due checkpoint before it parked); if it is cancelled there
+        (or in the generic waiter's wait), the permits go back through
+        ``give_back`` and the cancellation propagates.  (Not only a
+        finalizer's release leads here: a waiter whose task was cancelled
+        but has not run yet still counts as queued when the call decides to
+        park, and ``_recheck`` drops it.)
         """
         if waiter.state is not GRANTED:
             # Taken back from a semaphore closed meanwhile (_recheck): the

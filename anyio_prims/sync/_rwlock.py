@@ -103,7 +103,9 @@ class RWLock(CopiedWhole):
         default an acquire that completes without blocking reaches a
         checkpoint only once every 64 such calls (see :doc:`semantics`)
 
-    Fairness: tasks are served in arrival order.  A reader is admitted at
+    Fairness: tasks are served in arrival order (a call arrives when it
+    queues: one whose budget checkpoint is due takes it first, once in 64
+    calls, and a call made meanwhile may queue ahead).  A reader is admitted at
     once only while no writer holds the lock and nobody is queued; a queued
     writer therefore blocks readers that arrive after it, and consecutive
     queued readers are admitted together when the lock allows.  Neither
