@@ -378,10 +378,16 @@ async def test_an_acquire_with_its_checkpoint_due_queues_before_a_task_woken_ear
             head.stop()
 
 
-@pytest.mark.parametrize("strict", [False, True], ids=["budget_left", "strict"])
+@pytest.mark.parametrize(
+    ("strict", "budget_left"),
+    [(False, BUDGET_SIZE), (False, 1), (True, BUDGET_SIZE)],
+    ids=["budget_left", "budget_due", "strict"],
+)
 async def test_an_acquire_that_must_wait_parks_without_yielding_first(
-    strict: bool,
+    strict: bool, budget_left: int
 ) -> None:
+    # Also with its checkpoint due: it parks first, which keeps the order
+    # of arrival, and takes the checkpoint once granted.
     # A holder told when each call starts releases one permit (which goes
     # straight to the caller) as soon as it sees the caller parked, and
     # counts the times it looked too early: a yield before parking would
@@ -405,9 +411,7 @@ async def test_an_acquire_that_must_wait_parks_without_yielding_first(
         tg.start_soon(holder)
         for i in range(rounds):
             started = i
-            # Not due, for the budgeted mode: a due acquire checkpoints
-            # first, even if it must wait (_core/_budget.py).
-            BUDGET.left = BUDGET_SIZE
+            BUDGET.left = budget_left
             await sem.acquire()
     assert misses == 0
     assert sem.available_permits == 0

@@ -921,16 +921,18 @@ async def test_strict_uncontended_acquire_is_a_checkpoint(how: str) -> None:
     assert lock.statistics() == FREE
 
 
+@pytest.mark.parametrize("mode", ["strict", "budget_due"])
 @pytest.mark.parametrize("how", list(ACQUIRES))
-async def test_a_strict_acquire_that_must_wait_parks_without_yielding_first(
-    how: str,
+async def test_an_acquire_that_must_wait_parks_without_yielding_first(
+    how: str, mode: str
 ) -> None:
     # Parking is the checkpoint: a call that must wait queues at once, so
     # arrival order is call order (a yield first would let others queue in
-    # between, and Trio resumes a batch in any order).  A holder told when
-    # each call starts hands the lock over as soon as it sees the caller
-    # parked, and counts the times it looked too early.
-    lock = RWLock(strict=True)
+    # between, and Trio resumes a batch in any order).  A budgeted call
+    # whose checkpoint is due parks first too, and takes it once admitted.
+    # A holder told when each call starts hands the lock over as soon as
+    # it sees the caller parked, and counts the times it looked too early.
+    lock = RWLock(strict=mode == "strict")
     rounds = 10
     started = -1
     misses = 0
@@ -959,6 +961,8 @@ async def test_a_strict_acquire_that_must_wait_parks_without_yielding_first(
         await held.wait()
         for i in range(rounds):
             started = i
+            if mode == "budget_due":
+                BUDGET.left = 1
             await ACQUIRES[how](lock)
             if "read" in how:
                 lock.release_read()

@@ -22,7 +22,10 @@
 #
 # A park that ends granted refills nothing, and a call whose checkpoint is
 # due takes it first even if it is about to park (a strict call that is
-# not due parks at once: parking is its checkpoint).  On asyncio a wait
+# not due parks at once: parking is its checkpoint); or, where what it is
+# granted can be given back (a BatchSemaphore's permits, an RWLock), it
+# parks first, keeping its place in the queue, and takes the checkpoint
+# once granted, giving the grant back if it is cancelled there.  On asyncio a wait
 # that is granted before a cancellation lands does not raise it: AnyIO
 # delivers a scope's cancellation only to a task whose wait is not yet
 # resolved, a loop iteration later, and a ``task.cancel()`` that meets a

@@ -85,9 +85,7 @@ class BatchSemaphore(CopiedWhole):
     :param permits: the permits available at the start (an ``int >= 0``)
     :param fair: serve waiters strictly in arrival order (the default); with
         ``fair=False`` a request that fits proceeds even past queued larger
-        requests, which may then starve.  A call arrives when it queues: one
-        whose budget checkpoint is due takes it first, once in 64 calls, so
-        a call made after it may queue ahead (:doc:`semantics`)
+        requests, which may then starve
     :param strict: make every acquire a checkpoint, as AnyIO does; by
         default an acquire that completes without blocking reaches a
         checkpoint only once every 64 such calls (see :doc:`semantics`)
@@ -140,11 +138,12 @@ class BatchSemaphore(CopiedWhole):
         """
         budget = BUDGET
         budget.left -= 1
-        if budget.left <= 0 or (self._strict and (self._can_take(n) or self._closed)):
-            # A strict call checkpoints here only if it can proceed (or
-            # raises because the semaphore is closed): one that must wait
-            # parks, and parking is the checkpoint.  A due call checkpoints
-            # here all the same (_core/_budget.py).
+        if (budget.left <= 0 or self._strict) and (self._can_take(n) or self._closed):
+            # Only a call that can proceed (or that raises because the
+            # semaphore is closed) checkpoints here: one that must wait
+            # parks at once, which keeps the order of arrival, and parking
+            # is the checkpoint; due, it takes its checkpoint once granted,
+            # before it returns (below, and _core/_budget.py).
             await budget_checkpoint()
         if (
             type(n) is int
@@ -176,6 +175,11 @@ class BatchSemaphore(CopiedWhole):
             try:
                 if waiter.state is PENDING:
                     await waiter.wait
+                    if BUDGET.left <= 0:
+                        # Due: the checkpoint once granted (a wake refills
+                        # nothing: _core/_budget.py); cancelled there, the
+                        # permits go back.
+                        await budget_checkpoint()
                 else:  # settled before it slept (_core/_waiter.py)
                     await settled_wait(waiter)
             except BaseException as exc:

@@ -103,9 +103,7 @@ class RWLock(CopiedWhole):
         default an acquire that completes without blocking reaches a
         checkpoint only once every 64 such calls (see :doc:`semantics`)
 
-    Fairness: tasks are served in arrival order (a call arrives when it
-    queues: one whose budget checkpoint is due takes it first, once in 64
-    calls, and a call made meanwhile may queue ahead).  A reader is admitted at
+    Fairness: tasks are served in arrival order.  A reader is admitted at
     once only while no writer holds the lock and nobody is queued; a queued
     writer therefore blocks readers that arrive after it, and consecutive
     queued readers are admitted together when the lock allows.  Neither
@@ -174,10 +172,10 @@ class RWLock(CopiedWhole):
             task, self._tasks, self._task_key = task_finder()
         budget = BUDGET
         budget.left -= 1
-        if budget.left <= 0 or (self._strict and not self._read_parks(task)):
-            # A strict one that must wait parks below instead: parking is
-            # the checkpoint, and it keeps the order of arrival.  A due one
-            # checkpoints first all the same (_core/_budget.py).
+        if (budget.left <= 0 or self._strict) and not self._read_parks(task):
+            # One that must wait parks below instead: parking is the
+            # checkpoint, and it keeps the order of arrival; due, it takes
+            # its checkpoint once granted (_acquire_blocking).
             await budget_checkpoint()
         readers = self._readers
         if self._writer is None and not self._waiters.parked and task not in readers:
@@ -222,13 +220,7 @@ class RWLock(CopiedWhole):
         if self._writer is None and not (self._waiters.parked and self._queued_live()):
             self._readers.add(task)
             return
-        try:
-            await self._opened_waiters().park(
-                (task, False), self._give_back, self._admit_parked
-            )
-        except BaseException:
-            self._grant_waiters()
-            raise
+        await self._acquire_blocking(task, False)
 
     def acquire_read_nowait(self) -> None:
         """Acquire the lock for reading without blocking.  Not a checkpoint.
@@ -285,7 +277,7 @@ class RWLock(CopiedWhole):
             task, self._tasks, self._task_key = task_finder()
         budget = BUDGET
         budget.left -= 1
-        if budget.left <= 0 or (self._strict and not self._write_parks(task)):
+        if (budget.left <= 0 or self._strict) and not self._write_parks(task):
             await budget_checkpoint()  # as in acquire_read()
         if self._writer is None and not self._readers and not self._waiters.parked:
             self._writer = task
@@ -301,13 +293,28 @@ class RWLock(CopiedWhole):
         ):
             self._writer = task
             return
+        await self._acquire_blocking(task, True)
+
+    async def _acquire_blocking(self, task: object, writing: bool) -> None:
+        # Park until admitted; then, if the budget is due (a wake refills
+        # nothing: _core/_budget.py), the checkpoint, before the call
+        # returns holding the lock: parking first keeps the order of
+        # arrival.  Cancelled in either, the task holds nothing, and
+        # whoever can now proceed is admitted.
         try:
             await self._opened_waiters().park(
-                (task, True), self._give_back, self._admit_parked
+                (task, writing), self._give_back, self._admit_parked
             )
         except BaseException:
             self._grant_waiters()
             raise
+        if BUDGET.left <= 0:
+            try:
+                await budget_checkpoint()
+            except BaseException:
+                self._give_back(task)
+                self._grant_waiters()
+                raise
 
     def acquire_write_nowait(self) -> None:
         """Acquire the lock for writing without blocking.  Not a checkpoint.
@@ -487,8 +494,8 @@ class Reading:
             task, lock._tasks, lock._task_key = task_finder()
         budget = BUDGET
         budget.left -= 1
-        if budget.left <= 0 or (
-            lock._strict and (self._entered or not lock._read_parks(task))
+        if (budget.left <= 0 or lock._strict) and (
+            self._entered or not lock._read_parks(task)
         ):
             await budget_checkpoint()
         if self._entered:
@@ -540,8 +547,8 @@ class Writing:
             task, lock._tasks, lock._task_key = task_finder()
         budget = BUDGET
         budget.left -= 1
-        if budget.left <= 0 or (
-            lock._strict and (self._entered or not lock._write_parks(task))
+        if (budget.left <= 0 or lock._strict) and (
+            self._entered or not lock._write_parks(task)
         ):
             await budget_checkpoint()
         if self._entered:
