@@ -1417,3 +1417,40 @@ async def test_strict_read_past_abandoned_writer_takes_its_checkpoint(
             lock.release_read()  # pragma: no cover
         release.set()
     assert not acquired
+
+
+@pytest.mark.parametrize("writing", [False, True], ids=["read", "write"])
+async def test_a_due_acquire_cancelled_at_its_checkpoint_once_admitted_holds_nothing(
+    writing: bool,
+) -> None:
+    # A due acquire parks first (keeping its place) and takes its
+    # checkpoint once admitted; cancelled there, it gives the lock back
+    # and whoever can now proceed is admitted.
+    lock = RWLock()
+    await lock.acquire_write()
+    returned: list[bool] = []
+    scope = anyio.CancelScope()
+
+    async def acquire() -> None:
+        with scope:
+            BUDGET.left = 1  # this call spends the last unit: due
+            if writing:
+                await lock.acquire_write()
+            else:
+                await lock.acquire_read()
+            returned.append(True)
+
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(acquire)
+            await settle()  # parked
+            assert (
+                lock.statistics().tasks_waiting_read
+                + (lock.statistics().tasks_waiting_write)
+                == 1
+            )
+            lock.release_write()  # admits it
+            scope.cancel()  # before it runs its checkpoint
+    assert scope.cancelled_caught
+    assert returned == []
+    assert lock.statistics() == FREE
