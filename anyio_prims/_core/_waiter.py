@@ -952,6 +952,31 @@ class WaitQueue(Parking[P]):
             return waiter
         return None
 
+    def take_tail(self, value: object) -> Waiter[P] | None:
+        """:meth:`take_head` from the other end: take the live waiter
+        parked last, grant it ``value`` without waking its task, and return
+        it; ``None`` if nobody waits.  The caller calls ``waiter.wake()``
+        next.
+
+        For waiters that are interchangeable (an executor's idle workers):
+        the one that parked last gets the work, so that those parked longest
+        stay parked, still in arrival order from the head, and can be let go
+        there (a stack of idle workers, as connection pools keep idle
+        connections).
+        """
+        while q := self.parked:  # read again each time, as in grant_head()
+            waiter = q.pop()
+            if waiter.state is not PENDING:
+                self._dead -= 1  # ABANDONED, as in grant_head()
+                continue
+            if type(waiter) is AsyncioWaiter and waiter._fut.cancelled():
+                waiter._abandon()  # as in take_head()
+                continue
+            waiter.value = value
+            waiter.state = GRANTED
+            return waiter
+        return None
+
     def _drop_head(self, waiter: Waiter[P]) -> None:
         """Drop ``waiter``, which the caller found dead at the head, if it is
         still there: the caller's test may have been a call, and a finalizer
@@ -1355,6 +1380,10 @@ class Unopened(Parking[Any]):
 
     def grant_head_into(self, value: object, into: deque[Any]) -> None:
         """Nobody is parked here: grants nothing, always ``None``."""
+        return None
+
+    def take_tail(self, value: object) -> None:
+        """Nobody is parked here: takes nothing, always ``None``."""
         return None
 
     def drain(self) -> list[Waiter[Any]]:

@@ -10,10 +10,11 @@
 #
 # Dispatch (direct schedule).  Idle workers park in ``_idle``, a WaitQueue
 # (made when the first worker starts; the shared empty NOT_OPENED until then).
-# ``spawn`` pops the head idle worker and grants it the job: one handoff, no
-# queue hop, no extra wake-up.  With no idle worker the job goes to the tail
-# of ``_queue``, a FIFO deque; a worker that settles a job takes the next
-# queued one without parking.  The job record (a JoinHandle) is the only
+# ``spawn`` takes the idle worker that parked last (the tail: a stack, see
+# below) and grants it the job: one handoff, no queue hop, no extra
+# wake-up.  With no idle worker the job goes to the tail of ``_queue``, a
+# FIFO deque; a worker that settles a job takes the next queued one without
+# parking.  The job record (a JoinHandle) is the only
 # allocation per job: no task, cancel scope or event.
 #
 # Growth.  Starting a worker costs a task start, so workers are not started
@@ -22,15 +23,25 @@
 # while jobs are still queued starts one more first (if none is pending).  A
 # burst of trivial jobs is then drained by a few workers, while jobs that
 # block each end up with a worker of their own, so a spawn-and-await tree of
-# any depth completes.  ``max_workers`` caps ``_nworkers``.
+# any depth completes.  ``max_workers`` caps ``_nworkers``.  With
+# ``max_per_second`` a worker takes its job off the queue and then sleeps
+# for the job's start slot; while one does, no worker is started (it starts
+# one, if it still may, when its job starts), else each start would add a
+# worker to sleep for the slot after, and the workers would grow by one per
+# slot, each holding a job that max_queued no longer counts.
 #
 # Idle workers leave (``idle_timeout``).  Without it a worker stays until the
 # block exits.  With it, one sweeper task (started with the first worker)
 # ticks every ``idle_timeout`` seconds and counts the ticks in ``_tick``; an
-# idle worker parks with the tick it parked at as its payload.  The queue is
-# FIFO, so the longest idle are at its head: each tick the sweeper grants
-# ``None`` (what the close grants) to the head workers that parked before
-# the previous tick, idle for at least one whole period, and they exit.
+# idle worker parks with the tick it parked at as its payload.  Workers park
+# at the tail and are given jobs from the tail, so the longest idle are at
+# the head, and under a light load the same few workers take every job
+# while the rest stay idle and leave (given jobs from the head, every worker
+# would take one in turn, and a job per worker per period would keep them
+# all).  Each tick, at least ``idle_timeout`` after the last on the clock,
+# the sweeper grants ``None`` (what the close grants) to the head workers
+# that parked before the previous tick, idle for at least one whole period,
+# and they exit.
 # A worker woken with ``None`` that finds a job queued (spawned between the
 # grant and its run, when no other worker may start) runs it instead.  No
 # timer per idle wait: parking costs what it costs without the sweeper.
@@ -656,13 +667,20 @@ class Executor:
             self._settle(job, CANCELLED, None)
             return job
         idle = self._idle
-        if idle.parked and idle.grant_head(job) is not None:
-            job._state = HANDED
-            return job
+        if idle.parked:
+            # The worker that parked last: see "Idle workers leave" above.
+            worker = idle.take_tail(job)
+            if worker is not None:
+                job._state = HANDED
+                worker.wake()
+                return job
         self._queue.append(job)
-        if not self._starting and (
-            self._max_workers is None or self._nworkers < self._max_workers
-        ):
+        limiter = self._limiter
+        if (
+            not self._starting
+            and (self._max_workers is None or self._nworkers < self._max_workers)
+            and (limiter is None or not limiter._sleeping)
+        ):  # self._may_grow(), written out: once per job queued
             self._start_worker()
         return job
 
@@ -696,7 +714,7 @@ class Executor:
         # sees the whole call done, and a job it spawns comes after these.
         handed: list[Waiter[Any]] = []
         while len(handed) < len(jobs) and idle.parked:
-            worker = idle.take_head(jobs[len(handed)])
+            worker = idle.take_tail(jobs[len(handed)])
             if worker is None:
                 break
             jobs[len(handed)]._state = HANDED
@@ -704,9 +722,7 @@ class Executor:
         i = len(handed)
         if i < len(jobs):
             self._queue.extend(jobs[i:] if i else jobs)
-            if not self._starting and (
-                self._max_workers is None or self._nworkers < self._max_workers
-            ):
+            if self._may_grow():
                 self._start_worker()
         for worker in handed:
             worker.wake()
@@ -748,12 +764,13 @@ class Executor:
             # a worker that takes a job in the same loop iteration, meets
             # no other (_core/_budget.py).
             await budget_checkpoint()
-        while self._max_queued is not None and self._submit_waits():
-            if self._starting and self._workers_gone():
-                # No worker will come to make room (JoinHandle.__await__):
-                # the executor is cancelled now, and the job is born
-                # cancelled.
-                break
+        if (
+            self._max_queued is not None
+            and self._submit_waits()
+            # Unless no worker will come to make room (JoinHandle.__await__):
+            # the executor is cancelled now, and the job is born cancelled.
+            and not (self._starting and self._workers_gone())
+        ):
             granted = await self._submitters.park(
                 (fn, args), None, self._submit_room_made, _withdraw_unstarted
             )
@@ -763,7 +780,6 @@ class Executor:
             # Room was made inside the park's enqueue (its recheck), as if
             # before this call, whose due checkpoint is taken already.  No
             # other task has run: the room is this call's.
-            break
         return self.spawn(fn, *args)
 
     def _submit_waits(self) -> bool:
@@ -839,6 +855,21 @@ class Executor:
 
     # -- workers -----------------------------------------------------------
 
+    def _may_grow(self) -> bool:
+        # Whether jobs queued may start one more worker: no start is
+        # pending, the bound allows one, and no worker sleeps for a rate
+        # limit slot.  Such a worker takes the next job when its own starts
+        # (and starts a worker then if it still may): one more worker would
+        # only take another job off the queue to sleep with it, for a later
+        # slot, and so would the worker after it, so that the workers grew
+        # by one per slot and max_queued held no submitter back.
+        limiter = self._limiter
+        return (
+            not self._starting
+            and (self._max_workers is None or self._nworkers < self._max_workers)
+            and (limiter is None or not limiter._sleeping)
+        )
+
     def _start_worker(self) -> None:
         if self._idle is NOT_OPENED:
             # The first worker: make the queue it will idle in (read once
@@ -896,7 +927,13 @@ class Executor:
         assert period is not None
         with anyio.CancelScope() as self._sweeper:
             while True:
-                await anyio.sleep(period)
+                # Each tick a whole period after the previous one, on the
+                # clock: a timer may fire a little early (uvloop's counts
+                # whole milliseconds), and a tick that came early would send
+                # away a worker idle for less than idle_timeout.
+                tick = anyio.current_time() + period
+                while (now := anyio.current_time()) < tick:
+                    await anyio.sleep(tick - now)
                 self._retire_idle()
 
     def _retire_idle(self) -> None:
@@ -1013,7 +1050,8 @@ class Executor:
                             self._max_workers is None
                             or self._nworkers < self._max_workers
                         )
-                    ):
+                        and (limiter is None or not limiter._sleeping)
+                    ):  # self._may_grow(), written out: once per job
                         self._start_worker()
                     job._state = RUNNING
                     job._scope = scope

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 import time
 
 import anyio
+import anyio.lowlevel
 import pytest
 
 from anyio_prims.executor import Executor
@@ -243,3 +245,61 @@ async def test_only_workers_idle_since_before_the_previous_tick_leave() -> None:
 async def test_bad_idle_timeout_is_named(value: object, exc: type[Exception]) -> None:
     with pytest.raises(exc, match="idle_timeout"):
         Executor(idle_timeout=value)  # type: ignore[arg-type]
+
+
+async def test_under_a_light_steady_load_the_workers_it_does_not_need_leave() -> None:
+    # Three workers idle, then one job at a time, three jobs per period:
+    # the worker that went idle last takes each, and the other two leave
+    # after a whole period.  (Handed from the head instead, each worker
+    # would take one job per period, and all three would stay for good.)
+    async def job() -> object:
+        return anyio.get_current_task().id
+
+    async with Executor(idle_timeout=3600) as ex:
+        release = await _blocked_jobs(ex, 3)
+        release.set()
+        await settle()
+        ran_on: set[object] = set()
+        for _ in range(3):  # periods
+            ex._retire_idle()
+            for _ in range(3):
+                ran_on.add(await ex.spawn(job))
+                await settle()
+        assert ex.statistics().workers == 1
+    assert len(ran_on) == 1
+
+
+class _EarlyTimers:
+    """The ``anyio`` module as the executor sees it, with timers that fire
+    at half their delay (as uvloop's, which count whole milliseconds, fire
+    early for a delay below one)."""
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(anyio, name)
+
+    @staticmethod
+    async def sleep(delay: float) -> None:
+        await anyio.sleep(delay / 2)
+
+
+async def test_the_sweeper_ticks_no_sooner_than_idle_timeout_apart_on_the_clock(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from anyio_prims.executor import _executor
+
+    ticks: list[float] = []
+    retire_idle = Executor._retire_idle
+
+    def record(ex: Executor) -> None:
+        ticks.append(anyio.current_time())
+        retire_idle(ex)
+
+    monkeypatch.setattr(_executor, "anyio", _EarlyTimers())
+    monkeypatch.setattr(Executor, "_retire_idle", record)
+    async with Executor(idle_timeout=0.01) as ex:
+        await ex.spawn(anyio.lowlevel.checkpoint)
+        with anyio.fail_after(5):
+            while len(ticks) < 4:
+                await anyio.sleep(0.005)
+    gaps = [b - a for a, b in itertools.pairwise(ticks)]
+    assert all(gap >= 0.01 for gap in gaps), gaps

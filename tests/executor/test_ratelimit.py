@@ -233,3 +233,39 @@ def test_a_job_cancelled_while_waiting_for_its_slot_frees_it_for_the_next_job(
         starts = anyio.run(main, backend=backend)
         # The real clock: the slot at t0 + 0.1, not the one after it.
         assert all(0.1 - 0.002 <= s < 0.19 for s in starts), starts
+
+
+@pytest.mark.anyio
+async def test_a_rate_limited_flood_starts_no_worker_beyond_the_jobs_running() -> None:
+    # Jobs that block until the end, submitted faster than the rate lets
+    # them start: a worker is needed per job started, and one more to sleep
+    # for the next slot (and one start pending), not a worker per job
+    # taken off the queue to sleep for a later slot.  So the submitters are
+    # held back by max_queued, and the jobs spawned and not started are the
+    # queued ones and the one whose worker sleeps for its slot.
+    started = 0
+    release = anyio.Event()
+
+    async def job() -> None:
+        nonlocal started
+        started += 1
+        await release.wait()
+
+    async def produce(ex: Executor) -> None:
+        for _ in range(60):
+            await ex.submit(job)
+
+    worst_workers = worst_waiting = 0
+    with anyio.fail_after(10):
+        async with Executor(max_per_second=200.0, max_queued=4) as ex:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(produce, ex)
+                while started < 12:
+                    await anyio.sleep(0.001)
+                    stats = ex.statistics()
+                    worst_workers = max(worst_workers, stats.workers - started)
+                    worst_waiting = max(worst_waiting, stats.jobs_pending - started)
+                tg.cancel_scope.cancel()
+            release.set()
+    assert worst_workers <= 2
+    assert worst_waiting <= 4 + 2
