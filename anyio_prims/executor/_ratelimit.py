@@ -8,8 +8,14 @@
 # each get their own slot, in the order they asked.  A reservation whose
 # job is cancelled while its worker sleeps (or whose worker is cancelled
 # with the whole executor) is given back if it is still the last one made;
-# one with later reservations behind it is not, since those are kept: the
-# next start is then at most one interval later than it could have been.
+# one with later reservations behind it is kept in ``_freed`` (its end ->
+# the time reserved before it), since the later ones keep their times, and
+# is given back with them if they all are: a map closed with a window of
+# jobs waiting for their slots cancels them in input order, first slot
+# first, and the next job then starts on the first slot, not after all of
+# them.  A freed slot that has passed can free nothing more (a time in the
+# past is as good as now), so ``_freed`` is cleared once every reserved slot
+# is past, and pruned of the passed ones whenever it has doubled.
 # A job's cancel() gives it back at once (give_back()), not when its worker
 # next runs: on Trio the worker that takes the next job may run first, and
 # would reserve the slot after the free one.  So that each reservation is
@@ -28,7 +34,7 @@ import anyio
 class RateLimiter:
     """Spaces calls to :meth:`wait` at least ``1 / per_second`` apart."""
 
-    __slots__ = ("_interval", "_sleeping", "_tat")
+    __slots__ = ("_freed", "_interval", "_prune_at", "_sleeping", "_tat")
 
     def __init__(self, per_second: float) -> None:
         self._interval = 1.0 / per_second
@@ -36,6 +42,10 @@ class RateLimiter:
         #: job -> (the time reserved before its slot, its slot's end), for
         #: each job whose worker sleeps for its slot
         self._sleeping: dict[object, tuple[float, float]] = {}
+        #: end -> the time reserved before it, for each slot given back
+        #: while later ones were still reserved
+        self._freed: dict[float, float] = {}
+        self._prune_at = 32  # the size of _freed that prunes it
 
     async def wait(self, job: object) -> None:
         """Sleep until the start time of ``job`` (a key of the caller's).
@@ -48,6 +58,8 @@ class RateLimiter:
         start = before if before > now else now
         self._tat = end = start + self._interval
         if start <= now:
+            if self._freed:
+                self._freed.clear()  # every slot reserved before is past
             return
         sleeping = self._sleeping
         sleeping[job] = (before, end)
@@ -63,9 +75,24 @@ class RateLimiter:
         sleeping.pop(job, None)  # gone if the job was cancelled meanwhile
 
     def give_back(self, job: object) -> None:
-        """Free the slot that ``job``'s worker sleeps for, if it is still
-        the last one reserved.  Once per reservation: nothing if ``job``'s
-        worker does not sleep for a slot, or it was given back already."""
+        """Free the slot that ``job``'s worker sleeps for, with every slot
+        given back before it that it was the last one reserved after; a slot
+        with later ones still reserved is freed when they all are.  Once per
+        reservation: nothing if ``job``'s worker does not sleep for a slot,
+        or it was given back already."""
         reservation = self._sleeping.pop(job, None)
-        if reservation is not None and self._tat == reservation[1]:
-            self._tat = reservation[0]
+        if reservation is None:
+            return
+        before, end = reservation
+        freed = self._freed
+        if self._tat != end:
+            freed[end] = before
+            if len(freed) >= self._prune_at:
+                now = anyio.current_time()
+                for passed in [e for e in freed if e <= now]:
+                    del freed[passed]
+                self._prune_at = max(32, 2 * len(freed))
+            return
+        while before in freed:
+            before = freed.pop(before)
+        self._tat = before

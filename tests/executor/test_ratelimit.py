@@ -269,3 +269,59 @@ async def test_a_rate_limited_flood_starts_no_worker_beyond_the_jobs_running() -
             release.set()
     assert worst_workers <= 2
     assert worst_waiting <= 4 + 2
+
+
+def test_slots_given_back_first_to_last_all_return_to_the_next_wait() -> None:
+    # A map closed while a window of its jobs sleep for their slots cancels
+    # them in input order, first slot first: each has later slots reserved
+    # behind it as it is given back, and once the last is given back the
+    # next wait gets the first of them, not the slot after all of them.
+    trio = pytest.importorskip("trio")
+    from trio.testing import MockClock
+
+    from anyio_prims.executor._ratelimit import RateLimiter
+
+    async def main() -> float:
+        limiter = RateLimiter(1.0)
+        t0: float = trio.current_time()
+        await limiter.wait("first")  # the slot at t0
+        scopes = {name: trio.CancelScope() for name in "abc"}
+
+        async def give_up(name: str) -> None:
+            with scopes[name]:
+                await limiter.wait(name)  # t0 + 1, + 2, + 3
+
+        async with trio.open_nursery() as nursery:
+            for name in "abc":
+                nursery.start_soon(give_up, name)
+                await trio.testing.wait_all_tasks_blocked()
+            for name in "abc":  # first to last, as a map's close
+                limiter.give_back(name)
+                scopes[name].cancel()
+        await limiter.wait("next")
+        now: float = trio.current_time()
+        return now - t0
+
+    # trio.run, not anyio.run (see above).
+    start = trio.run(main, clock=MockClock(autojump_threshold=0))
+    assert round(start, 9) == 1.0
+
+
+@pytest.mark.anyio
+async def test_a_map_closed_while_its_jobs_wait_for_slots_frees_the_next_slot() -> None:
+    # One start every 0.2 s; a map of window 8 is closed after its first
+    # result, with the other jobs' workers sleeping for slots up to 1.4 s
+    # away: the next job starts on the slot after the first, not after all
+    # of the map's.
+    async def job(i: int) -> int:
+        return i
+
+    with anyio.fail_after(5):
+        async with Executor(max_per_second=5.0) as ex:
+            t0 = anyio.current_time()
+            async with ex.map(job, range(100), window=8) as results:
+                assert await results.__anext__() == 0
+                await anyio.sleep(0.01)  # the window's workers sleep
+            await ex.spawn(job, 1)
+            waited = anyio.current_time() - t0
+    assert waited < 0.35, waited
