@@ -454,39 +454,78 @@ async def test_a_waiter_taken_where_a_compaction_gives_up_is_parked_once(
     assert sem.available_permits == 0
 
 
-async def test_a_job_spawned_as_the_sweeper_retires_a_worker_spares_the_newer_one(
+async def _current_task_id() -> object:
+    return anyio.get_current_task().id
+
+
+async def _after(event: anyio.Event) -> object:
+    await event.wait()
+    return anyio.get_current_task().id
+
+
+async def test_a_job_spawned_as_the_sweeper_retires_the_only_idle_worker_keeps_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # The sweeper finds the worker idle longest due to retire, and a spawn
-    # run as it goes to take that worker hands it a job instead.  The
-    # sweeper must then look again, and spare the worker idle for less
-    # than the timeout (it sent away whoever was at the head by then).
+    # The sweeper finds the one idle worker due to retire, and a spawn run
+    # as it goes to take that worker hands it a job instead.  The sweeper
+    # must then look again, and find nobody to send away: the worker runs
+    # the job and stays.
     armed: list[Callable[[], Any]] = []
-    for name in ("take", "grant_head"):  # what the sweeper calls next
-        real = getattr(WaitQueue, name, None)
-        if real is not None:
+    real = WaitQueue.take
 
-            def hooked(self: Any, *args: Any, _real: Any = real) -> Any:
-                if armed:
-                    armed.pop()()
-                return _real(self, *args)
+    def hooked(self: Any, *args: Any) -> Any:
+        if armed:
+            armed.pop()()
+        return real(self, *args)
 
-            monkeypatch.setattr(WaitQueue, name, hooked)
+    monkeypatch.setattr(WaitQueue, "take", hooked)  # what the sweeper calls
+    with anyio.fail_after(5):
+        async with Executor(max_workers=1, idle_timeout=1000) as executor:
+            executor._tick = 0
+            worker = await executor.spawn(_current_task_id)
+            await settle()  # idle since tick 0
+            executor._tick = 10
+            spawned: list[Any] = []
+            armed.append(lambda: spawned.append(executor.spawn(_current_task_id)))
+            executor._retire_idle()  # tick 11: due, but handed a job first
+            assert not armed, "the spawn never ran"
+            assert executor.statistics().jobs_queued == 0  # handed, not queued
+            assert await spawned[0] == worker
+            await settle()
+            assert [w.payload for w in executor._idle] == [11]
+
+
+async def test_a_job_spawned_as_the_sweeper_retires_workers_goes_to_the_newest(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Two idle workers, the older due to retire: a spawn run as the sweeper
+    # goes to take it hands the job to the newer one (the one that parked
+    # last), and the sweeper sends the older away.
+    armed: list[Callable[[], Any]] = []
+    real = WaitQueue.take
+
+    def hooked(self: Any, *args: Any) -> Any:
+        if armed:
+            armed.pop()()
+        return real(self, *args)
+
+    monkeypatch.setattr(WaitQueue, "take", hooked)
     held = anyio.Event()
-    done = anyio.Event()
     with anyio.fail_after(5):
         async with Executor(max_workers=2, idle_timeout=1000) as executor:
             executor._tick = 0
-            executor.spawn(held.wait)
-            executor.spawn(anyio.lowlevel.checkpoint)
+            newer = executor.spawn(_after, held)  # its worker runs it
+            older = executor.spawn(_current_task_id)  # a second worker's
             await settle()  # one worker idle since tick 0
             executor._tick = 10
             held.set()
             await settle()  # the other idle since tick 10
             assert [w.payload for w in executor._idle] == [0, 10]
-            armed.append(lambda: executor.spawn(done.wait))
+            spawned: list[Any] = []
+            armed.append(lambda: spawned.append(executor.spawn(_current_task_id)))
             executor._retire_idle()  # tick 11: idle since before 10 goes
             assert not armed, "the spawn never ran"
+            assert await spawned[0] == await newer
             await settle()
-            assert [w.payload for w in executor._idle] == [10]
-            done.set()
+            assert executor.statistics().workers == 1
+            assert await older != await newer

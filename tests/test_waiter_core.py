@@ -317,6 +317,29 @@ async def test_grant_head_grants_live_waiters_in_order_past_cancelled_ones() -> 
     assert not q
 
 
+async def test_take_tail_takes_live_waiters_last_first_past_cancelled_ones() -> None:
+    q: WaitQueue[int] = WaitQueue()
+    results: dict[object, object] = {}
+    scopes = [anyio.CancelScope() for _ in range(4)]
+    async with anyio.create_task_group() as tg:
+        for i, scope in enumerate(scopes):
+            tg.start_soon(park_cancellably, q, i, scope, results)
+            await settle()
+        scopes[1].cancel()
+        scopes[3].cancel()
+        await settle()
+        taken = [q.take_tail("a"), q.take_tail("b"), q.take_tail("c")]
+        # Read before the tasks run: a resumed task recycles its waiter.
+        payloads = [None if w is None else w.payload for w in taken]
+        assert not q  # taken, and the dead ones dropped: the count is exact
+        for waiter in taken:
+            if waiter is not None:
+                waiter.wake()
+    assert payloads == [2, 0, None]  # the third found nobody left
+    assert results == {2: "a", 0: "b"}
+    assert len(q) == 0
+
+
 async def test_compaction_keeps_the_order_of_live_waiters() -> None:
     q: WaitQueue[int] = WaitQueue()
     results: dict[object, object] = {}

@@ -33,6 +33,43 @@ async def _park(q: WaitQueue[Any], payload: str, results: dict[str, Any]) -> Non
 
 
 @pytest.mark.usefixtures("asyncio_only")
+async def test_take_tail_passing_over_a_cancelled_waiter_keeps_the_count_exact() -> (
+    None
+):
+    # As grant_head() at the head: the waiter take_tail() passes over at the
+    # tail (its task cancelled, not yet run) counts nothing when it runs.
+    if core.FORCE_GENERIC:
+        pytest.skip("_gone() is a property of the native asyncio waiter")
+    q: WaitQueue[str] = WaitQueue()
+    results: dict[str, Any] = {}
+    loop = asyncio.get_running_loop()
+    live = loop.create_task(_park(q, "live", results))
+    await settle()
+    cancelled = loop.create_task(_park(q, "cancelled", results))
+    await settle()
+    cancelled.cancel()
+    taken = q.take_tail("value")
+    assert taken is not None
+    assert taken.payload == "live"
+    taken.wake()
+    await settle()
+    assert cancelled.done()
+    assert live.done()
+    assert results["live"] == "value"
+    assert len(q) == 0
+    later = loop.create_task(_park(q, "later", results))
+    await settle()
+    assert len(q) == 1
+    taken = q.take_tail("again")
+    assert taken is not None
+    assert taken.payload == "later"
+    taken.wake()
+    await settle()
+    assert later.done()
+    assert results["later"] == "again"
+
+
+@pytest.mark.usefixtures("asyncio_only")
 async def test_grant_head_passing_over_a_cancelled_waiter_keeps_the_count_exact() -> (
     None
 ):
