@@ -463,13 +463,11 @@ async def _after(event: anyio.Event) -> object:
     return anyio.get_current_task().id
 
 
-async def test_a_job_spawned_as_the_sweeper_retires_the_only_idle_worker_keeps_it(
+def _before_the_sweepers_take(
     monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    # The sweeper finds the one idle worker due to retire, and a spawn run
-    # as it goes to take that worker hands it a job instead.  The sweeper
-    # must then look again, and find nobody to send away: the worker runs
-    # the job and stays.
+) -> list[Callable[[], Any]]:
+    """A list of calls, each run once as WaitQueue.take() (what the sweeper
+    calls to send a worker away) is next called."""
     armed: list[Callable[[], Any]] = []
     real = WaitQueue.take
 
@@ -478,7 +476,18 @@ async def test_a_job_spawned_as_the_sweeper_retires_the_only_idle_worker_keeps_i
             armed.pop()()
         return real(self, *args)
 
-    monkeypatch.setattr(WaitQueue, "take", hooked)  # what the sweeper calls
+    monkeypatch.setattr(WaitQueue, "take", hooked)
+    return armed
+
+
+async def test_a_job_spawned_as_the_sweeper_retires_the_only_idle_worker_keeps_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The sweeper finds the one idle worker due to retire, and a spawn run
+    # as it goes to take that worker hands it a job instead.  The sweeper
+    # must then look again, and find nobody to send away: the worker runs
+    # the job and stays.
+    armed = _before_the_sweepers_take(monkeypatch)
     with anyio.fail_after(5):
         async with Executor(max_workers=1, idle_timeout=1000) as executor:
             executor._tick = 0
@@ -501,15 +510,7 @@ async def test_a_job_spawned_as_the_sweeper_retires_workers_goes_to_the_newest(
     # Two idle workers, the older due to retire: a spawn run as the sweeper
     # goes to take it hands the job to the newer one (the one that parked
     # last), and the sweeper sends the older away.
-    armed: list[Callable[[], Any]] = []
-    real = WaitQueue.take
-
-    def hooked(self: Any, *args: Any) -> Any:
-        if armed:
-            armed.pop()()
-        return real(self, *args)
-
-    monkeypatch.setattr(WaitQueue, "take", hooked)
+    armed = _before_the_sweepers_take(monkeypatch)
     held = anyio.Event()
     with anyio.fail_after(5):
         async with Executor(max_workers=2, idle_timeout=1000) as executor:
