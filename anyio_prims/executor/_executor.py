@@ -343,6 +343,7 @@ class Executor:
         "_pending",
         "_queue",
         "_queue_dead",
+        "_slot_waits",
         "_spare_joins",
         "_starting",
         "_submitters",
@@ -433,6 +434,9 @@ class Executor:
         self._exit: Slot[None] | Unopened = NOT_OPENED
         self._nworkers = 0
         self._starting = False
+        #: Workers in the rate limiter's wait, from their reservation until
+        #: they run again (with max_per_second only; always 0 without).
+        self._slot_waits = 0
         self._pending = 0
         #: Failed jobs whose error nobody has retrieved yet (in failure
         #: order); retrieving it (JoinHandle._outcome, .exception()) removes
@@ -675,11 +679,10 @@ class Executor:
                 worker.wake()
                 return job
         self._queue.append(job)
-        limiter = self._limiter
         if (
             not self._starting
             and (self._max_workers is None or self._nworkers < self._max_workers)
-            and (limiter is None or not limiter._sleeping)
+            and not self._slot_waits
         ):  # self._may_grow(), written out: once per job queued
             self._start_worker()
         return job
@@ -857,17 +860,20 @@ class Executor:
 
     def _may_grow(self) -> bool:
         # Whether jobs queued may start one more worker: no start is
-        # pending, the bound allows one, and no worker sleeps for a rate
+        # pending, the bound allows one, and no worker waits for a rate
         # limit slot.  Such a worker takes the next job when its own starts
-        # (and starts a worker then if it still may): one more worker would
-        # only take another job off the queue to sleep with it, for a later
-        # slot, and so would the worker after it, so that the workers grew
-        # by one per slot and max_queued held no submitter back.
-        limiter = self._limiter
+        # (and starts a worker then if it still may), or when its job is
+        # cancelled as it waits: one more worker would only take another
+        # job off the queue to sleep with it, for a later slot, and so would
+        # the worker after it, so that the workers grew by one per slot and
+        # max_queued held no submitter back.  A worker whose job was
+        # cancelled counts until it runs again, not only while its job is
+        # in the limiter's ``_sleeping``: a spawn in between would start a
+        # worker for a job that worker is about to take.
         return (
             not self._starting
             and (self._max_workers is None or self._nworkers < self._max_workers)
-            and (limiter is None or not limiter._sleeping)
+            and not self._slot_waits
         )
 
     def _start_worker(self) -> None:
@@ -929,9 +935,13 @@ class Executor:
             while True:
                 # Each tick a whole period after the previous one, on the
                 # clock: a timer may fire a little early (uvloop's counts
-                # whole milliseconds), and a tick that came early would send
-                # away a worker idle for less than idle_timeout.
+                # whole milliseconds, and wakes up to a millisecond early,
+                # in sleeps of a float step), and a tick that came early
+                # would send away a worker idle for less than idle_timeout.
+                # One sleep at least: a period below the clock's float step
+                # leaves ``tick`` equal to the time read.
                 tick = anyio.current_time() + period
+                await anyio.sleep(period)
                 while (now := anyio.current_time()) < tick:
                     await anyio.sleep(tick - now)
                 self._retire_idle()
@@ -1026,12 +1036,15 @@ class Executor:
                         # slot cancels this scope (JoinHandle.cancel), so the
                         # worker does not sleep on for a job that is gone.
                         job._scope = scope
+                        self._slot_waits += 1
                         try:
                             await limiter.wait(job)
                         except BaseException:
                             if job._state == HANDED:
                                 self._settle(job, CANCELLED, None)
                             raise
+                        finally:
+                            self._slot_waits -= 1
                         if job._state != HANDED:
                             if scope.cancel_called:
                                 # Cancelled as its sleep ended: a fresh scope
@@ -1050,7 +1063,7 @@ class Executor:
                             self._max_workers is None
                             or self._nworkers < self._max_workers
                         )
-                        and (limiter is None or not limiter._sleeping)
+                        and not self._slot_waits
                     ):  # self._may_grow(), written out: once per job
                         self._start_worker()
                     job._state = RUNNING

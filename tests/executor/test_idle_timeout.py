@@ -303,3 +303,22 @@ async def test_the_sweeper_ticks_no_sooner_than_idle_timeout_apart_on_the_clock(
                 await anyio.sleep(0.005)
     gaps = [b - a for a, b in itertools.pairwise(ticks)]
     assert all(gap >= 0.01 for gap in gaps), gaps
+
+
+async def test_an_idle_timeout_below_the_clocks_resolution_still_lets_jobs_run() -> (
+    None
+):
+    # 1e-20 s added to the clock's time leaves it unchanged: the sweeper
+    # must still sleep between ticks, or it would tick for good without
+    # letting any other task run (the whole event loop hangs; pytest's
+    # timeout ends the test then, as the fail_after below cannot).
+    async def double(x: int) -> int:
+        await anyio.lowlevel.checkpoint()
+        return 2 * x
+
+    with anyio.fail_after(5):
+        async with Executor(idle_timeout=1e-20) as ex:
+            assert [await ex.spawn(double, i) for i in range(20)] == [
+                2 * i for i in range(20)
+            ]
+            await anyio.sleep(0.01)

@@ -325,3 +325,27 @@ async def test_a_map_closed_while_its_jobs_wait_for_slots_frees_the_next_slot() 
             await ex.spawn(job, 1)
             waited = anyio.current_time() - t0
     assert waited < 0.35, waited
+
+
+@pytest.mark.anyio
+async def test_jobs_cancelled_as_they_wait_for_their_slots_start_no_worker() -> None:
+    # One start a second: the first job starts at once, and the worker
+    # that takes the next sleeps for its slot.  Each round cancels every
+    # job spawned so far but the first and spawns one more than it
+    # cancelled: the worker whose job was cancelled takes the next one
+    # itself, and no spawn made before it runs again starts another.
+    async def noop() -> None:
+        pass
+
+    with anyio.fail_after(5):
+        async with Executor(max_per_second=1.0) as ex:
+            await ex.spawn(noop)
+            handles = [ex.spawn(noop)]
+            for _ in range(6):
+                await anyio.sleep(0.01)  # its worker sleeps for its slot
+                assert ex.statistics().workers == 1
+                for handle in handles:
+                    handle.cancel()
+                handles = [ex.spawn(noop) for _ in range(len(handles) + 1)]
+            for handle in handles:
+                handle.cancel()
