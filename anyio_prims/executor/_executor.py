@@ -861,9 +861,9 @@ class Executor:
     def _may_grow(self) -> bool:
         # Whether jobs queued may start one more worker: no start is
         # pending, the bound allows one, and no worker waits for a rate
-        # limit slot.  Such a worker takes the next job when its own starts
-        # (and starts a worker then if it still may), or when its job is
-        # cancelled as it waits: one more worker would only take another
+        # limit slot.  Such a worker starts one, if it still may, when its
+        # own job starts, and takes the next job itself if its job is
+        # cancelled as it waits: one more worker now would only take another
         # job off the queue to sleep with it, for a later slot, and so would
         # the worker after it, so that the workers grew by one per slot and
         # max_queued held no submitter back.  A worker whose job was
@@ -940,9 +940,12 @@ class Executor:
                 # would send away a worker idle for less than idle_timeout.
                 # One sleep at least: a period below the clock's float step
                 # leaves ``tick`` equal to the time read.
+                # And within a nanosecond: uvloop's clock may land a float
+                # step short of ``tick``, and a sleep of that step spins
+                # until its millisecond has passed.
                 tick = anyio.current_time() + period
                 await anyio.sleep(period)
-                while (now := anyio.current_time()) < tick:
+                while (now := anyio.current_time()) < tick - 1e-9:
                     await anyio.sleep(tick - now)
                 self._retire_idle()
 

@@ -64,9 +64,12 @@ class RateLimiter:
         sleeping = self._sleeping
         sleeping[job] = (before, end)
         try:
-            while start > now:
+            while start - now > 1e-9:
                 # A timer may fire a little early (uvloop's clock counts
-                # whole milliseconds), so sleep again until the slot has come.
+                # whole milliseconds), so sleep again until the slot has come,
+                # within a nanosecond: uvloop's clock may land a float step
+                # short, and a sleep of that step spins until its
+                # millisecond has passed.
                 await anyio.sleep(start - now)
                 now = anyio.current_time()
         except BaseException:

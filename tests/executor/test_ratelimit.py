@@ -310,9 +310,11 @@ def test_slots_given_back_first_to_last_all_return_to_the_next_wait() -> None:
 @pytest.mark.anyio
 async def test_a_map_closed_while_its_jobs_wait_for_slots_frees_the_next_slot() -> None:
     # One start every 0.2 s; a map of window 8 is closed after its first
-    # result, with the other jobs' workers sleeping for slots up to 1.4 s
-    # away: the next job starts on the slot after the first, not after all
-    # of the map's.
+    # result, with two workers sleeping for the slots at 0.2 and 0.4 s (the
+    # first job's, done, took the third job; the rest of the window is
+    # queued), and its jobs are cancelled first to last: the next job
+    # starts on the slot at 0.2 s, not after the map's (on 5a0d6b2's
+    # library, with a worker per job of the window, after all of them).
     async def job(i: int) -> int:
         return i
 
