@@ -934,15 +934,14 @@ class Executor:
         with anyio.CancelScope() as self._sweeper:
             while True:
                 # Each tick a whole period after the previous one, on the
-                # clock: a timer may fire a little early (uvloop's counts
-                # whole milliseconds, and wakes up to a millisecond early,
-                # in sleeps of a float step), and a tick that came early
-                # would send away a worker idle for less than idle_timeout.
-                # One sleep at least: a period below the clock's float step
-                # leaves ``tick`` equal to the time read.
-                # And within a nanosecond: uvloop's clock may land a float
-                # step short of ``tick``, and a sleep of that step spins
-                # until its millisecond has passed.
+                # clock: a timer may fire early (uvloop's clock counts whole
+                # milliseconds), and an early tick would send away a worker
+                # idle for less than idle_timeout, so the sweeper sleeps
+                # again until the tick's time.  Always once first (a period
+                # below the clock's float step leaves ``tick`` equal to the
+                # time read), and only to within a nanosecond (uvloop's
+                # clock may land a float step short, and a sleep of that
+                # step spins until its millisecond has passed).
                 tick = anyio.current_time() + period
                 await anyio.sleep(period)
                 while (now := anyio.current_time()) < tick - 1e-9:
