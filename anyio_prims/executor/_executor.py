@@ -23,12 +23,19 @@
 # while jobs are still queued starts one more first (if none is pending).  A
 # burst of trivial jobs is then drained by a few workers, while jobs that
 # block each end up with a worker of their own, so a spawn-and-await tree of
-# any depth completes.  ``max_workers`` caps ``_nworkers``.  With
-# ``max_per_second`` a worker takes its job off the queue and then sleeps
-# for the job's start slot; while one does, no worker is started (it starts
-# one, if it still may, when its job starts), else each start would add a
-# worker to sleep for the slot after, and the workers would grow by one per
-# slot, each holding a job that max_queued no longer counts.
+# any depth completes.  ``max_workers`` caps ``_nworkers``.
+#
+# Rate limit (``max_per_second``).  A worker takes its job off the queue and
+# then sleeps for the job's start slot, reserved as it takes it, so the
+# slots go in queue order.  While one does (``_slot_waits``), no worker is
+# started and none is handed a job: it sees to the queue when its job starts.
+# Else each start would add a worker to sleep for the slot after, and the
+# workers would grow by one per slot, each holding a job that max_queued no
+# longer counts; and each idle worker handed a job would hold one too.  So
+# under a rate limit a spawn always queues its job, and with no worker
+# waiting for a slot, sends the idle worker that parked last to take the
+# queue's head (``_TAKE_NEXT``, granted in place of a job), or failing that
+# starts one.
 #
 # Idle workers leave (``idle_timeout``).  Without it a worker stays until the
 # block exits.  With it, one sweeper task (started with the first worker)
@@ -53,9 +60,10 @@
 # whichever worker meets it (lazy removal from the deque).
 #
 # Invariants:
-# * ``_queue`` non-empty implies no live waiter in ``_idle`` (spawn grants an
-#   idle worker before it queues, and a worker parks only when the queue is
-#   empty);
+# * without a rate limit, ``_queue`` non-empty implies no live waiter in
+#   ``_idle`` (spawn grants an idle worker before it queues, and a worker
+#   parks only when the queue is empty); with one, idle workers may wait
+#   while jobs are queued behind the one whose worker waits for its slot;
 # * ``_pending`` counts the jobs spawned and not yet settled; when it drops to
 #   0 while ``_closing`` (the block's body is done), the executor closes:
 #   idle workers are released and the exit waiting in ``__aexit__`` is woken;
@@ -91,7 +99,7 @@ from collections import deque
 from collections.abc import AsyncIterable, Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 import anyio
 import anyio.abc
@@ -139,6 +147,18 @@ else:  # pragma: no cover
 T = TypeVar("T")
 A = TypeVar("A")
 Ts = TypeVarTuple("Ts")
+
+
+class _TakeNext:
+    # What an idle worker is granted when it is sent to take the queue's
+    # head (Executor._send_idle), in place of a job.  Its ``_state`` is no
+    # job's: the worker's check of a granted job's state finds it, at no
+    # cost to a job's wake-up.
+    __slots__ = ()
+    _state = -1
+
+
+_TAKE_NEXT: Final = _TakeNext()
 
 
 @dataclass(frozen=True)
@@ -434,8 +454,10 @@ class Executor:
         self._exit: Slot[None] | Unopened = NOT_OPENED
         self._nworkers = 0
         self._starting = False
-        #: Workers in the rate limiter's wait, from their reservation until
-        #: they run again (with max_per_second only; always 0 without).
+        #: Workers that wait for a rate limit slot (with max_per_second only;
+        #: always 0 without): from when they take a job off the queue, or
+        #: are sent for one (_send_idle), until they run again after the
+        #: wait (or find nothing to take).
         self._slot_waits = 0
         self._pending = 0
         #: Failed jobs whose error nobody has retrieved yet (in failure
@@ -651,8 +673,10 @@ class Executor:
         order, but a job handed to a worker starts when that worker's task
         runs, so a queued job taken by a busy worker meanwhile can start
         first (as tasks started in a task group start as the scheduler runs
-        them).  While the executor is being cancelled the handle returned is
-        already cancelled and the job never runs.
+        them).  With ``max_per_second`` every job is queued, an idle worker
+        is sent for the queue's head, and jobs take their start slots in
+        spawn order.  While the executor is being cancelled the handle
+        returned is already cancelled and the job never runs.
 
         :raises RuntimeError: if the executor has not been entered or is closed
         :raises TypeError: if ``fn`` is not callable
@@ -671,7 +695,7 @@ class Executor:
             self._settle(job, CANCELLED, None)
             return job
         idle = self._idle
-        if idle.parked:
+        if idle.parked and self._limiter is None:
             # The worker that parked last: see "Idle workers leave" above.
             worker = idle.take_tail(job)
             if worker is not None:
@@ -679,12 +703,12 @@ class Executor:
                 worker.wake()
                 return job
         self._queue.append(job)
-        if (
-            not self._starting
-            and (self._max_workers is None or self._nworkers < self._max_workers)
-            and not self._slot_waits
-        ):  # self._may_grow(), written out: once per job queued
-            self._start_worker()
+        if not self._starting and not self._slot_waits:
+            # self._serve_queue(), written out: once per job queued.
+            if self._limiter is not None and idle.parked and self._send_idle():
+                pass
+            elif self._max_workers is None or self._nworkers < self._max_workers:
+                self._start_worker()
         return job
 
     def spawn_many(
@@ -695,7 +719,8 @@ class Executor:
         """Schedule ``fn(*args)`` for each ``args`` and return the handles.
 
         Never blocks; not a checkpoint.  One grant per idle worker, the rest
-        queued in order; at most one worker start.
+        queued in order (with ``max_per_second``, all queued, as
+        :meth:`spawn` does); at most one worker start.
 
         :raises RuntimeError: if the executor has not been entered or is closed
         :raises TypeError: if ``fn`` is not callable, ``args_iterable`` is not
@@ -716,7 +741,7 @@ class Executor:
         # a finalizer that a collection runs in a wake-up (it allocates) then
         # sees the whole call done, and a job it spawns comes after these.
         handed: list[Waiter[Any]] = []
-        while len(handed) < len(jobs) and idle.parked:
+        while len(handed) < len(jobs) and idle.parked and self._limiter is None:
             worker = idle.take_tail(jobs[len(handed)])
             if worker is None:
                 break
@@ -725,8 +750,7 @@ class Executor:
         i = len(handed)
         if i < len(jobs):
             self._queue.extend(jobs[i:] if i else jobs)
-            if self._may_grow():
-                self._start_worker()
+            self._serve_queue()
         for worker in handed:
             worker.wake()
         return jobs
@@ -858,23 +882,26 @@ class Executor:
 
     # -- workers -----------------------------------------------------------
 
-    def _may_grow(self) -> bool:
-        # Whether jobs queued may start one more worker: no start is
-        # pending, the bound allows one, and no worker waits for a rate
-        # limit slot.  Such a worker starts one, if it still may, when its
-        # own job starts, and takes the next job itself if its job is
-        # cancelled as it waits: one more worker now would only take another
-        # job off the queue to sleep with it, for a later slot, and so would
-        # the worker after it, so that the workers grew by one per slot and
-        # max_queued held no submitter back.  A worker whose job was
-        # cancelled counts until it runs again, not only while its job is
-        # in the limiter's ``_sleeping``: a spawn in between would start a
-        # worker for a job that worker is about to take.
-        return (
-            not self._starting
-            and (self._max_workers is None or self._nworkers < self._max_workers)
-            and not self._slot_waits
-        )
+    def _serve_queue(self) -> None:
+        # Jobs are queued (by a spawn, or behind a job that starts now): see
+        # that a worker comes for them.  None while a start is pending (the
+        # new worker takes them) or a worker waits for a rate limit slot.
+        # Such a worker sees to it when its own job starts, and takes the
+        # next job itself if its job is cancelled as it waits: one more
+        # worker now would only take another job off the queue to sleep
+        # with it, for a later slot, and so would the worker after it, so
+        # that the workers grew by one per slot, each holding a job that
+        # max_queued does not count.  A worker whose job was cancelled
+        # counts until it runs again, not only while its job is in the
+        # limiter's ``_sleeping``: a spawn in between would start a worker
+        # for a job that worker is about to take.  Else, under a rate limit,
+        # an idle worker is sent for the queue's head (_send_idle), and
+        # failing that, a worker is started if the bound allows.
+        if not self._starting and not self._slot_waits:
+            if self._limiter is not None and self._idle.parked and self._send_idle():
+                return
+            if self._max_workers is None or self._nworkers < self._max_workers:
+                self._start_worker()
 
     def _start_worker(self) -> None:
         if self._idle is NOT_OPENED:
@@ -990,6 +1017,10 @@ class Executor:
                             self._queue_dead -= 1  # cancelled while queued
                             continue
                         job._state = HANDED
+                        if limiter is not None:
+                            # Counted before a submitter is admitted: its
+                            # spawn queues, and sends no idle worker.
+                            self._slot_waits += 1
                         if submitters.parked:
                             self._admit_submitter()
                     elif self._closed:
@@ -1032,13 +1063,17 @@ class Executor:
                                 continue
                             return False
                         if job._state != HANDED:
+                            if job is _TAKE_NEXT:
+                                # Sent for the queue's head (_send_idle): it
+                                # waits for a slot no more, and takes it above.
+                                self._slot_waits -= 1
                             continue
                     if limiter is not None:
                         # A cancel() of the job while its worker sleeps for its
                         # slot cancels this scope (JoinHandle.cancel), so the
                         # worker does not sleep on for a job that is gone.
+                        # _slot_waits counts it since it took the job.
                         job._scope = scope
-                        self._slot_waits += 1
                         try:
                             await limiter.wait(job)
                         except BaseException:
@@ -1058,16 +1093,15 @@ class Executor:
                         # was handed over: it never starts, as a queued one.
                         self._settle(job, CANCELLED, None)
                         continue
-                    if (
-                        queue
-                        and not self._starting
-                        and (
+                    if queue and not self._starting and not self._slot_waits:
+                        # self._serve_queue(), written out: once per job.
+                        if limiter is not None and idle.parked and self._send_idle():
+                            pass
+                        elif (
                             self._max_workers is None
                             or self._nworkers < self._max_workers
-                        )
-                        and not self._slot_waits
-                    ):  # self._may_grow(), written out: once per job
-                        self._start_worker()
+                        ):
+                            self._start_worker()
                     job._state = RUNNING
                     job._scope = scope
                     try:
@@ -1139,13 +1173,31 @@ class Executor:
             # a cycle otherwise.
             job = value = scope = None  # type: ignore[assignment]
 
-    def _give_back(self, job: JoinHandle[Any] | None) -> None:
+    def _send_idle(self) -> bool:
+        # Under a rate limit, with jobs queued and no worker waiting for a
+        # slot: wake the idle worker that parked last to take the queue's
+        # head and wait for its slot.  It is sent, not handed a job, so
+        # that whichever worker runs first takes the head: a busy worker
+        # that finishes its job meanwhile takes it, and the sent one the
+        # next, and the slots go in queue order.  It counts as waiting for
+        # a slot from now.  False if no idle worker is live after all.
+        worker = self._idle.take_tail(_TAKE_NEXT)
+        if worker is None:
+            return False
+        self._slot_waits += 1
+        worker.wake()
+        return True
+
+    def _give_back(self, job: JoinHandle[Any] | _TakeNext | None) -> None:
         # A worker was granted ``job`` and cancelled before it ran (the
         # whole executor is being cancelled, or the scope around it is, which
         # the worker's exit turns into the same, _work): requeue it at the
         # head, where _cancel_queued settles it (unless it was cancelled
-        # through its handle meanwhile: then it is settled already).
-        if job is not None and job._state == HANDED:
+        # through its handle meanwhile: then it is settled already).  A
+        # worker sent for the queue's head waits for a slot no more.
+        if isinstance(job, _TakeNext):
+            self._slot_waits -= 1
+        elif job is not None and job._state == HANDED:
             job._state = QUEUED
             self._queue.appendleft(job)
 

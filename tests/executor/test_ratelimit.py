@@ -235,14 +235,31 @@ def test_a_job_cancelled_while_waiting_for_its_slot_frees_it_for_the_next_job(
         assert all(0.1 - 0.002 <= s < 0.19 for s in starts), starts
 
 
-@pytest.mark.anyio
-async def test_a_rate_limited_flood_starts_no_worker_beyond_the_jobs_running() -> None:
-    # Jobs that block until the end, submitted faster than the rate lets
-    # them start: a worker is needed per job started, and one more to sleep
-    # for the next slot (and one start pending), not a worker per job
-    # taken off the queue to sleep for a later slot.  So the submitters are
-    # held back by max_queued, and the jobs spawned and not started are the
-    # queued ones and the one whose worker sleeps for its slot.
+async def _idle_workers(ex: Executor, n: int) -> None:
+    # Start n workers (n jobs that block until all have started), then let
+    # them all go idle.
+    started = 0
+    all_started = anyio.Event()
+
+    async def hold() -> None:
+        nonlocal started
+        started += 1
+        if started == n:
+            all_started.set()
+        await all_started.wait()
+
+    handles = [ex.spawn(hold) for _ in range(n)]
+    for handle in handles:
+        await handle
+    await anyio.wait_all_tasks_blocked()
+    assert ex.statistics().idle_workers == n
+
+
+async def _flood(idle: int, max_queued: int, until: int) -> tuple[int, int]:
+    # Jobs that block until the end, submitted faster than the rate starts
+    # them, after ``idle`` workers went idle, until ``until`` have started.
+    # Returns the most workers beyond the jobs started, and the most jobs
+    # spawned and not started, seen at any time.
     started = 0
     release = anyio.Event()
 
@@ -252,21 +269,34 @@ async def test_a_rate_limited_flood_starts_no_worker_beyond_the_jobs_running() -
         await release.wait()
 
     async def produce(ex: Executor) -> None:
-        for _ in range(60):
+        for _ in range(until + 30):
             await ex.submit(job)
 
     worst_workers = worst_waiting = 0
     with anyio.fail_after(10):
-        async with Executor(max_per_second=200.0, max_queued=4) as ex:
+        async with Executor(max_per_second=200.0, max_queued=max_queued) as ex:
+            if idle:
+                await _idle_workers(ex, idle)
             async with anyio.create_task_group() as tg:
                 tg.start_soon(produce, ex)
-                while started < 12:
+                while started < until:
                     await anyio.sleep(0.001)
                     stats = ex.statistics()
                     worst_workers = max(worst_workers, stats.workers - started)
                     worst_waiting = max(worst_waiting, stats.jobs_pending - started)
                 tg.cancel_scope.cancel()
             release.set()
+    return worst_workers, worst_waiting
+
+
+@pytest.mark.anyio
+async def test_a_rate_limited_flood_starts_no_worker_beyond_the_jobs_running() -> None:
+    # A worker is needed per job started, and one more to sleep for the
+    # next slot (and one start pending), not a worker per job taken off the
+    # queue to sleep for a later slot.  So the submitters are held back by
+    # max_queued, and the jobs spawned and not started are the queued ones
+    # and the one whose worker sleeps for its slot.
+    worst_workers, worst_waiting = await _flood(0, 4, 12)
     assert worst_workers <= 2
     assert worst_waiting <= 4 + 2
 
@@ -351,3 +381,108 @@ async def test_jobs_cancelled_as_they_wait_for_their_slots_start_no_worker() -> 
                 handles = [ex.spawn(noop) for _ in range(len(handles) + 1)]
             for handle in handles:
                 handle.cancel()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("spawn_many", [False, True], ids=["spawn", "spawn_many"])
+async def test_idle_workers_take_one_job_at_a_time_under_a_rate_limit(
+    spawn_many: bool,
+) -> None:
+    # Eight workers idle: a spawn queues its job and sends one of them for
+    # it, to wait for its slot; the jobs spawned meanwhile stay in the queue
+    # (where max_queued counts them), not one handed to each idle worker, to
+    # wait for a later slot outside the queue (d04f12a's library handed
+    # eight and queued two).  As each job starts, an idle worker is sent
+    # for the next if no worker has taken it: every job runs, on the
+    # workers there are.  (The order of the starts is the next test's: on
+    # the real clock, Trio may run two tasks whose sleeps ended in one
+    # tick in either order.)
+    order: list[int] = []
+
+    async def job(i: int) -> None:
+        order.append(i)
+
+    with anyio.fail_after(5):
+        async with Executor(max_per_second=500.0) as ex:
+            await _idle_workers(ex, 8)
+            if spawn_many:
+                handles = ex.spawn_many(job, [(i,) for i in range(10)])
+            else:
+                handles = [ex.spawn(job, i) for i in range(10)]
+            stats = ex.statistics()
+            assert (stats.jobs_queued, stats.idle_workers) == (10, 7)
+            for handle in handles:
+                await handle
+            assert ex.statistics().workers == 8
+    assert sorted(order) == list(range(10))
+
+
+@pytest.mark.anyio
+async def test_idle_workers_hold_no_job_past_max_queued_under_a_rate_limit() -> None:
+    # Twenty workers idle, max_queued=2: a submitter is held back while two
+    # jobs are queued, and besides those only the job whose worker waits
+    # for its slot is spawned and not started (21-22 on d04f12a's library,
+    # a job per idle worker).
+    _, worst_waiting = await _flood(20, 2, 30)
+    assert worst_waiting <= 2 + 1
+
+
+def test_idle_workers_sent_for_queued_jobs_start_them_in_order_on_exact_slots() -> None:
+    # Sending an idle worker for the next queued job as a job starts loses
+    # no time: it reserves the slot right after, as it would have when
+    # handed the job at its spawn.  And the jobs take their slots in queue
+    # order: the worker whose job was a no-op takes the next job before the
+    # worker sent for it runs, and the sent one takes the one after (a job
+    # handed to the sent worker would start after the one the busy worker
+    # took).
+    trio = pytest.importorskip("trio")
+    from trio.testing import MockClock
+
+    async def main() -> tuple[list[tuple[int, float]], int]:
+        starts: list[tuple[int, float]] = []
+
+        async def job(i: int) -> None:
+            starts.append((i, trio.current_time()))
+
+        async with Executor(max_per_second=4.0) as ex:
+            await _idle_workers(ex, 5)
+            await trio.sleep(10)  # every slot reserved so far is past
+            for i in range(6):
+                ex.spawn(job, i)
+            queued = ex.statistics().jobs_queued
+        return starts, queued
+
+    # trio.run, not anyio.run (see above).
+    starts, queued = trio.run(main, clock=MockClock(autojump_threshold=0))
+    assert queued == 6
+    first = starts[0][1]
+    assert [(i, round(s - first, 9)) for i, s in starts] == [
+        (0, 0.0),
+        (1, 0.25),
+        (2, 0.5),
+        (3, 0.75),
+        (4, 1.0),
+        (5, 1.25),
+    ]
+
+
+@pytest.mark.anyio
+async def test_a_cancel_before_the_sent_worker_runs_leaves_the_next_job_served() -> (
+    None
+):
+    # The worker sent for the queued job finds it cancelled and goes idle
+    # again, waiting for no slot: the next spawn sends a worker for its job
+    # at once, and the workers stay the ones there were.
+    async def noop() -> None:
+        pass
+
+    with anyio.fail_after(5):
+        async with Executor(max_per_second=100.0) as ex:
+            await _idle_workers(ex, 3)
+            first = ex.spawn(noop)
+            assert first.cancel()
+            await anyio.wait_all_tasks_blocked()
+            assert ex.statistics().idle_workers == 3
+            await ex.spawn(noop)
+            assert ex.statistics().workers == 3
+    assert first.cancelled()
