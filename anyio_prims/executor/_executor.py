@@ -27,15 +27,17 @@
 #
 # Rate limit (``max_per_second``).  A worker takes its job off the queue and
 # then sleeps for the job's start slot, reserved as it takes it, so the
-# slots go in queue order.  While one does (``_slot_waits``), no worker is
-# started and none is handed a job: it sees to the queue when its job starts.
-# Else each start would add a worker to sleep for the slot after, and the
-# workers would grow by one per slot, each holding a job that max_queued no
-# longer counts; and each idle worker handed a job would hold one too.  So
-# under a rate limit a spawn always queues its job, and with no worker
-# waiting for a slot, sends the idle worker that parked last to take the
-# queue's head (``_TAKE_NEXT``, granted in place of a job), or failing that
-# starts one.
+# slots go in queue order.  One worker at a time does (``_slot_waits`` is 0
+# or 1): while one does, no worker is started, none is handed a job, and
+# none takes one (a worker that finishes its job, or that the sweeper sends
+# away, goes idle or leaves); the waiting one sees to the queue when its job
+# starts.  Else each start would add a worker to sleep for the slot after,
+# and the workers would grow by one per slot, and each idle or finishing
+# worker would take a job too, each held outside the queue, where
+# max_queued no longer counts it.  So under a rate limit a spawn always
+# queues its job, and with no worker waiting for a slot (or starting),
+# sends the idle worker that parked last to take the queue's head
+# (``_TAKE_NEXT``, granted in place of a job), or failing that starts one.
 #
 # Idle workers leave (``idle_timeout``).  Without it a worker stays until the
 # block exits.  With it, one sweeper task (started with the first worker)
@@ -50,7 +52,9 @@
 # that parked before the previous tick, idle for at least one whole period,
 # and they exit.
 # A worker woken with ``None`` that finds a job queued (spawned between the
-# grant and its run, when no other worker may start) runs it instead.  No
+# grant and its run, when no other worker may start; or, under a rate limit,
+# queued behind a job whose slot came) runs it instead, unless another
+# worker waits for a slot.  No
 # timer per idle wait: parking costs what it costs without the sweeper.
 #
 # Per-job cancellation.  Each worker runs its jobs inside one long-lived
@@ -454,10 +458,10 @@ class Executor:
         self._exit: Slot[None] | Unopened = NOT_OPENED
         self._nworkers = 0
         self._starting = False
-        #: Workers that wait for a rate limit slot (with max_per_second only;
-        #: always 0 without): from when they take a job off the queue, or
-        #: are sent for one (_send_idle), until they run again after the
-        #: wait (or find nothing to take).
+        #: 1 while a worker waits for a rate limit slot, else 0 (always 0
+        #: without max_per_second): from when it takes a job off the queue,
+        #: or is sent for one (_send_idle), until it runs again after the
+        #: wait (or finds nothing to take).  One at a time: see "Rate limit".
         self._slot_waits = 0
         self._pending = 0
         #: Failed jobs whose error nobody has retrieved yet (in failure
@@ -673,10 +677,11 @@ class Executor:
         order, but a job handed to a worker starts when that worker's task
         runs, so a queued job taken by a busy worker meanwhile can start
         first (as tasks started in a task group start as the scheduler runs
-        them).  With ``max_per_second`` every job is queued, an idle worker
-        is sent for the queue's head, and jobs take their start slots in
-        spawn order.  While the executor is being cancelled the handle
-        returned is already cancelled and the job never runs.
+        them).  With ``max_per_second`` every job is queued (and an idle
+        worker sent for it, if no worker waits for a start slot or is
+        starting), and jobs take their start slots in spawn order.  While
+        the executor is being cancelled the handle returned is already
+        cancelled and the job never runs.
 
         :raises RuntimeError: if the executor has not been entered or is closed
         :raises TypeError: if ``fn`` is not callable
@@ -1011,7 +1016,10 @@ class Executor:
                     budget.left -= 1
                     if budget.left <= 0:
                         await budget_checkpoint()
-                    if queue:
+                    if queue and (limiter is None or not self._slot_waits):
+                        # Under a rate limit, not while another worker waits
+                        # for a slot: that one sees to the queue when its job
+                        # starts, and this one goes idle.
                         job = queue.popleft()
                         if job._state != QUEUED:
                             self._queue_dead -= 1  # cancelled while queued
@@ -1036,7 +1044,10 @@ class Executor:
                         waiter = idle.enqueue(self._tick)
                         if (
                             waiter.state is PENDING
-                            and (queue or self._closed)
+                            and (
+                                (queue and (limiter is None or not self._slot_waits))
+                                or self._closed
+                            )
                             and idle.withdraw(waiter)
                         ):
                             # A job spawned, or the executor closed, inside
@@ -1057,9 +1068,16 @@ class Executor:
                         waiter.value = None
                         idle._spare = waiter
                         if job is None:  # the close, or the sweeper
-                            if queue and not self._closed:
+                            if (
+                                queue
+                                and not self._closed
+                                and (limiter is None or not self._slot_waits)
+                            ):
                                 # Sent away by the sweeper, and a job was
-                                # spawned before this task ran: stay for it.
+                                # spawned before this task ran (or, under a
+                                # rate limit, queued behind the job whose
+                                # slot came last), and no other worker will
+                                # see to it: stay for it.
                                 continue
                             return False
                         if job._state != HANDED:

@@ -255,11 +255,18 @@ async def _idle_workers(ex: Executor, n: int) -> None:
     assert ex.statistics().idle_workers == n
 
 
-async def _flood(idle: int, max_queued: int, until: int) -> tuple[int, int]:
+async def _flood(
+    idle: int,
+    max_queued: int,
+    until: int,
+    *,
+    producers: int = 1,
+    idle_timeout: float | None = None,
+) -> tuple[int, int]:
     # Jobs that block until the end, submitted faster than the rate starts
-    # them, after ``idle`` workers went idle, until ``until`` have started.
-    # Returns the most workers beyond the jobs started, and the most jobs
-    # spawned and not started, seen at any time.
+    # them by ``producers`` tasks, after ``idle`` workers went idle, until
+    # ``until`` have started.  Returns the most workers beyond the jobs
+    # started, and the most jobs spawned and not started, seen at any time.
     started = 0
     release = anyio.Event()
 
@@ -274,11 +281,14 @@ async def _flood(idle: int, max_queued: int, until: int) -> tuple[int, int]:
 
     worst_workers = worst_waiting = 0
     with anyio.fail_after(10):
-        async with Executor(max_per_second=200.0, max_queued=max_queued) as ex:
+        async with Executor(
+            max_per_second=100.0, max_queued=max_queued, idle_timeout=idle_timeout
+        ) as ex:
             if idle:
                 await _idle_workers(ex, idle)
             async with anyio.create_task_group() as tg:
-                tg.start_soon(produce, ex)
+                for _ in range(producers):
+                    tg.start_soon(produce, ex)
                 while started < until:
                     await anyio.sleep(0.001)
                     stats = ex.statistics()
@@ -418,13 +428,71 @@ async def test_idle_workers_take_one_job_at_a_time_under_a_rate_limit(
 
 
 @pytest.mark.anyio
-async def test_idle_workers_hold_no_job_past_max_queued_under_a_rate_limit() -> None:
-    # Twenty workers idle, max_queued=2: a submitter is held back while two
-    # jobs are queued, and besides those only the job whose worker waits
-    # for its slot is spawned and not started (21-22 on d04f12a's library,
-    # a job per idle worker).
-    _, worst_waiting = await _flood(20, 2, 30)
+@pytest.mark.parametrize("idle_timeout", [None, 0.05])
+async def test_idle_workers_hold_no_job_past_max_queued_under_a_rate_limit(
+    idle_timeout: float | None,
+) -> None:
+    # Twenty workers idle, max_queued=2, ten producers: a submitter is held
+    # back while two jobs are queued, and besides those only the job whose
+    # worker waits for its slot is spawned and not started.  On d04f12a's
+    # library each idle worker took a job past max_queued (21-22); on
+    # 47db10e's, each idle worker that the sweeper sent away while jobs
+    # were queued stayed to take one (14-16 in a review's run).
+    _, worst_waiting = await _flood(20, 2, 30, producers=10, idle_timeout=idle_timeout)
     assert worst_waiting <= 2 + 1
+
+
+def test_busy_workers_whose_jobs_end_together_take_one_job_at_a_time() -> None:
+    # Twenty jobs end at the same moment while ten submitters wait on
+    # max_queued=2 under a rate limit: the first worker takes the next job
+    # and waits for its slot, and the others go idle, each sent for the
+    # next job in turn; not each taking a job and admitting a submitter
+    # (23 jobs spawned and not started on d04f12a's library, 15 on
+    # 47db10e's, in a review's run).
+    trio = pytest.importorskip("trio")
+    from trio.testing import MockClock
+
+    async def main() -> int:
+        spawned = started = worst = 0
+        gate = trio.Event()
+
+        async def blocking() -> None:
+            nonlocal started
+            started += 1
+            await trio.sleep_forever()
+
+        async def produce(ex: Executor) -> None:
+            nonlocal spawned
+            for _ in range(4):
+                await ex.submit(blocking)
+                spawned += 1
+
+        async def watch() -> None:
+            nonlocal worst
+            while True:
+                worst = max(worst, spawned - started)
+                await trio.sleep(0.01)
+
+        with trio.CancelScope() as everything:
+            async with Executor(max_per_second=5.0, max_queued=2) as ex:
+                for _ in range(20):
+                    ex.spawn(gate.wait)
+                await trio.sleep(10)  # all twenty run
+                async with trio.open_nursery() as watching:
+                    watching.start_soon(watch)
+                    async with trio.open_nursery() as producers:
+                        for _ in range(10):
+                            producers.start_soon(produce, ex)
+                        await trio.sleep(1)
+                        gate.set()
+                    await trio.sleep(1)  # the last three start
+                    watching.cancel_scope.cancel()
+                assert started == 40
+                everything.cancel()  # the blocking jobs too
+        return worst
+
+    # trio.run, not anyio.run (see above).
+    assert trio.run(main, clock=MockClock(autojump_threshold=0)) <= 2 + 1
 
 
 def test_idle_workers_sent_for_queued_jobs_start_them_in_order_on_exact_slots() -> None:

@@ -9,6 +9,7 @@ body (indexes taken modulo the candidates):
 
 * ``spawn(duration)``: a job that records its start time and sleeps
   ``duration`` seconds (0 is a plain checkpoint);
+* ``spawn_many(duration, n)``: ``n`` such jobs in one ``spawn_many()``;
 * ``submit(duration)``: the same from a helper task, through ``submit()``
   (which waits while ``Q`` live jobs are queued);
 * ``cancel(k)``: ``handle.cancel()`` of a job (queued, sleeping for its
@@ -20,11 +21,14 @@ body (indexes taken modulo the candidates):
 Checked: every job starts at most once, and every job not cancelled starts
 and returns its value; starts are at least ``1/R`` apart (GCRA with a burst
 of one: a slot given back goes to a later job, never to two); no job starts
-after its handle was cancelled; the block exits (no job is left waiting
-for a worker or a slot); and the workers never outnumber the most jobs that
-ran at once by more than two, plus one for each cancellation (a worker
+after its handle was cancelled; the jobs the body spawned start in spawn
+order (each takes its slot as a worker takes it off the queue); the block
+exits (no job is left waiting for a worker or a slot); and the workers
+never outnumber the most jobs that ran at once by more than two, plus one
+for each cancellation (a worker
 whose job is cancelled while it sleeps for the slot lets another start):
-the workers a rate-limited flood starts are those its running jobs need.
+the workers a rate-limited flood starts are those its running jobs need;
+and at most one worker waits for a slot at any time.
 
 Trio only: the fake clock is Trio's.  ``tests/executor/test_ratelimit.py``
 checks the same rules on every backend on the real clock, case by case.
@@ -47,6 +51,7 @@ DURATIONS = st.sampled_from([0.0, 0.05, 0.3, 1.0, 5.0])
 STEPS = st.one_of(
     st.tuples(st.just("spawn"), DURATIONS),
     st.tuples(st.just("submit"), DURATIONS),
+    st.tuples(st.just("spawn_many"), DURATIONS, st.integers(2, 5)),
     st.tuples(st.just("cancel"), st.integers(0, 50)),
     st.tuples(st.just("cancel_run"), st.integers(0, 50), st.integers(2, 6)),
     st.tuples(st.just("advance"), st.sampled_from([0.0, 0.01, 0.1, 0.25, 1.0])),
@@ -59,6 +64,9 @@ class _Run:
         self.starts: dict[int, float] = {}
         self.cancelled_at: dict[int, float] = {}
         self.handles: dict[int, JoinHandle[int]] = {}
+        #: the jobs the body spawned, in spawn order (a submitted job is
+        #: spawned by whichever task makes room for it)
+        self.spawned: list[int] = []
         self.count = 0
         self.running = 0
         self.most_running = 0
@@ -67,6 +75,9 @@ class _Run:
 
     def sample(self) -> None:
         self.most_workers = max(self.most_workers, self.ex.statistics().workers)
+        # One worker at a time waits for a slot (the executor's module
+        # comment, "Rate limit").
+        assert self.ex._slot_waits in (0, 1)
 
     async def job(self, i: int, duration: float) -> int:
         assert i not in self.starts, f"job {i} started twice"
@@ -111,7 +122,18 @@ async def _play(
                 kind = step[0]
                 if kind == "spawn":
                     run.handles[run.count] = ex.spawn(run.job, run.count, step[1])
+                    run.spawned.append(run.count)
                     run.count += 1
+                elif kind == "spawn_many":
+                    first = run.count
+                    run.count += step[2]
+                    handles = ex.spawn_many(
+                        run.job, [(i, step[1]) for i in range(first, run.count)]
+                    )
+                    run.handles.update(
+                        zip(range(first, run.count), handles, strict=True)
+                    )
+                    run.spawned.extend(range(first, run.count))
                 elif kind == "submit":
                     submitters.start_soon(run.submit, run.count, step[1])
                     run.count += 1
@@ -165,6 +187,8 @@ def test_rate_limited_programs_start_each_job_once_on_a_slot_of_its_own(
     interval = 1.0 / rate
     for earlier, later in itertools.pairwise(times):
         assert later - earlier >= interval - 1e-9, (earlier, later, interval)
+    spawned_starts = [run.starts[i] for i in run.spawned if i in run.starts]
+    assert spawned_starts == sorted(spawned_starts)
     assert run.most_workers <= run.most_running + 2 + run.cancels
     if max_workers is not None:
         assert run.most_running <= max_workers
