@@ -554,3 +554,53 @@ async def test_a_cancel_before_the_sent_worker_runs_leaves_the_next_job_served()
             await ex.spawn(noop)
             assert ex.statistics().workers == 3
     assert first.cancelled()
+
+
+def _starts_after_a_held_loop(jobs: int, held: float) -> list[float]:
+    # ``jobs`` no-op jobs spawned at once at 2,000 starts a second, on
+    # Trio's fake clock, which another task jumps by ``held`` seconds 0.4 ms
+    # after the first start (as a late timer, or a loop held by a job, would
+    # let it pass): the starts, in milliseconds after the first.
+    trio = pytest.importorskip("trio")
+    from trio.testing import MockClock
+
+    clock = MockClock(autojump_threshold=0)
+
+    async def main() -> list[float]:
+        starts: list[float] = []
+
+        async def job() -> None:
+            starts.append(trio.current_time())
+
+        async with Executor(max_per_second=2000.0) as ex:
+            t0 = trio.current_time()
+            for _ in range(jobs):
+                ex.spawn(job)
+            await trio.sleep_until(t0 + 0.0004)
+            clock.jump(held)
+        return starts
+
+    # trio.run, not anyio.run (see above).
+    starts = trio.run(main, clock=clock)
+    return [round((s - starts[0]) * 1000, 6) for s in starts]
+
+
+def test_the_starts_catch_up_with_the_slots_that_passed_while_a_timer_was_late() -> (
+    None
+):
+    # The worker sleeping for the slot at 0.5 ms wakes at 1.5 ms, a
+    # millisecond late (a loop's timers fire in whole milliseconds).  The
+    # slots at 1.0 and 1.5 ms passed meanwhile: their jobs start at once,
+    # and the next slot is 2.0 ms, as if every slot had been reserved ahead.
+    # The slot that passed was lost on 7def582's library: 0, 1.5, 1.5, 2.0,
+    # 2.5, 3.0.
+    assert _starts_after_a_held_loop(6, 0.0011) == [0.0, 1.5, 1.5, 1.5, 2.0, 2.5]
+
+
+def test_a_loop_held_for_long_earns_no_burst_of_the_slots_it_let_pass() -> None:
+    # The loop held for 10 ms: a late timer earns at most 2 ms of catch-up,
+    # and the slot after the late one is 9 ms behind, so the starts go on
+    # from now, one interval apart, not with a burst of the twenty slots
+    # that passed (three at once on d04f12a's library, with a slot
+    # reserved ahead per worker).
+    assert _starts_after_a_held_loop(6, 0.0101) == [0.0, 10.5, 10.5, 11.0, 11.5, 12.0]
