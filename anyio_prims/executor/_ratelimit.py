@@ -2,11 +2,11 @@
 #
 # One number of state: the theoretical arrival time ``_tat`` of the next
 # start.  A start asked for at ``now`` is given the time ``max(_tat, now)``
-# (but see "Late timers") and pushes ``_tat`` one interval past it, so
-# starts are spaced evenly, ``1 / per_second`` apart, with no burst beyond
-# one.  The
-# reservation is made before sleeping, so several workers asking at once
-# each get their own slot, in the order they asked.  A reservation whose
+# (but see "Late timers") and pushes ``_tat`` one interval past it, so the
+# slots are spaced evenly, ``1 / per_second`` apart, with no burst beyond
+# one but the catch-up after a late timer.  The reservation is made before
+# sleeping, so several workers asking at once each get their own slot, in
+# the order they asked.  A reservation whose
 # job is cancelled while its worker sleeps (or whose worker is cancelled
 # with the whole executor) is given back if it is still the last one made;
 # one with later reservations behind it is kept in ``_freed`` (its end ->
@@ -14,9 +14,10 @@
 # is given back with them if they all are: a map closed with a window of
 # jobs waiting for their slots cancels them in input order, first slot
 # first, and the next job then starts on the first slot, not after all of
-# them.  A freed slot that has passed can free nothing more (a time in the
-# past is as good as now), so ``_freed`` is cleared once every reserved slot
-# is past, and pruned of the passed ones whenever it has doubled.
+# them.  A freed slot that has passed can free little more (a time in the
+# past is as good as now, but for the catch-up below: dropping it gives
+# fewer starts, never more), so ``_freed`` is cleared once every reserved
+# slot is past, and pruned of the passed ones whenever it has doubled.
 # A job's cancel() gives it back at once (give_back()), not when its worker
 # next runs: on Trio the worker that takes the next job may run first, and
 # would reserve the slot after the free one.  So that each reservation is
@@ -33,9 +34,13 @@
 # within ``_late`` (how late the last sleep ended, at most ``_MAX_LATE``)
 # is still given, and its job starts at once: the starts catch up with
 # the slots after a late timer, as they would with the slots reserved
-# before it, and a job may start up to ``_MAX_LATE`` less than an interval
-# after the one before it.  A Trio ``MockClock`` is never late: ``_late``
-# stays 0 there.
+# before it.  Up to ``1 + _MAX_LATE * per_second`` jobs may start at once,
+# and a window of any length may hold ``_MAX_LATE * per_second`` starts
+# more than its share.  ``_late`` is kept until the next sleep ends, so a
+# burst spawned within ``_late`` after the last slot, after the executor
+# went idle, gets the slots that passed too (no job asked for them then:
+# a rule by demand, a slot given late only to a job that waited for it,
+# would be exact).  A Trio ``MockClock`` is late only when a test jumps it.
 #
 # The clock is AnyIO's (``anyio.current_time`` / ``anyio.sleep``), so a
 # backend's fake clock (Trio's ``MockClock``) drives it in tests.
