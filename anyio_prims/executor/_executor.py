@@ -327,7 +327,8 @@ class Executor:
     :param fail_fast: at the first job that raises, cancel every other job
         and the block's body, as a task group does
     :param max_per_second: space job starts evenly, at most this many per
-        second (``None``: no limit)
+        second (``None``: no limit; after a late timer the starts catch up,
+        by 2 ms of slots at most: see the guide's "Rate limit")
     :param max_queued: how many jobs may wait in the queue before
         :meth:`submit` blocks (``None``: it never blocks); :meth:`spawn`
         ignores it
