@@ -36,11 +36,12 @@
 # the slots after a late timer, as they would with the slots reserved
 # before it.  Up to ``1 + _MAX_LATE * per_second`` jobs may start at once,
 # and a window of any length may hold ``_MAX_LATE * per_second`` starts
-# more than its share.  ``_late`` is kept until the next sleep ends, so a
-# burst spawned within ``_late`` after the last slot, after the executor
-# went idle, gets the slots that passed too (no job asked for them then:
-# a rule by demand, a slot given late only to a job that waited for it,
-# would be exact).  A Trio ``MockClock`` is late only when a test jumps it.
+# more than its share.  Only a job that waited for a slot gets it late: a
+# slot that passed before the job was queued (``queued_at``) is not given
+# to it, so a burst spawned after the executor went idle starts one job at
+# once and spaces the rest, however recently a timer was late (``_late``
+# is kept until the next sleep ends).  A Trio ``MockClock`` is late only
+# when a test jumps it.
 #
 # The clock is AnyIO's (``anyio.current_time`` / ``anyio.sleep``), so a
 # backend's fake clock (Trio's ``MockClock``) drives it in tests.
@@ -74,8 +75,10 @@ class RateLimiter:
         #: how late the last sleep for a slot ended (at most _MAX_LATE)
         self._late = 0.0
 
-    async def wait(self, job: object) -> None:
-        """Sleep until the start time of ``job`` (a key of the caller's).
+    async def wait(self, job: object, queued_at: float = -math.inf) -> None:
+        """Sleep until the start time of ``job`` (a key of the caller's),
+        which was queued at ``queued_at`` (on AnyIO's clock; by default,
+        before any slot).
 
         A checkpoint only if it sleeps.  Cancelled while it sleeps, it gives
         its slot back (:meth:`give_back`), unless that was done already.
@@ -83,10 +86,10 @@ class RateLimiter:
         now = anyio.current_time()
         before = self._tat
         # The next slot, or now if it has passed; but a slot that passed
-        # within as long as the last sleep overslept is still given: it
-        # passed while that sleeper's timer was late (see the module's
-        # comment, "Late timers").
-        start = before if before > now - self._late else now
+        # within as long as the last sleep overslept, and after the job was
+        # queued, is still given: it passed while the job waited behind a
+        # late timer (see the module's comment, "Late timers").
+        start = before if before > now - self._late and before >= queued_at else now
         self._tat = end = start + self._interval
         if start <= now:
             if self._freed:

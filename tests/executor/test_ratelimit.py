@@ -556,11 +556,15 @@ async def test_a_cancel_before_the_sent_worker_runs_leaves_the_next_job_served()
     assert first.cancelled()
 
 
-def _starts_after_a_held_loop(jobs: int, held: float) -> list[float]:
+def _starts_after_a_held_loop(
+    jobs: int, held: float, later: int = 0, later_at: float = 0.0
+) -> list[float]:
     # ``jobs`` no-op jobs spawned at once at 2,000 starts a second, on
     # Trio's fake clock, which another task jumps by ``held`` seconds 0.4 ms
     # after the first start (as a late timer, or a loop held by a job, would
-    # let it pass): the starts, in milliseconds after the first.
+    # let it pass), and ``later`` jobs more spawned at once ``later_at``
+    # seconds after the first start: the starts, in milliseconds after the
+    # first.
     trio = pytest.importorskip("trio")
     from trio.testing import MockClock
 
@@ -578,6 +582,11 @@ def _starts_after_a_held_loop(jobs: int, held: float) -> list[float]:
                 ex.spawn(job)
             await trio.sleep_until(t0 + 0.0004)
             clock.jump(held)
+            if later:
+                await trio.sleep_until(t0 + later_at)
+                assert len(starts) == jobs
+                for _ in range(later):
+                    ex.spawn(job)
         return starts
 
     # trio.run, not anyio.run (see above).
@@ -604,3 +613,21 @@ def test_a_loop_held_for_long_earns_no_burst_of_the_slots_it_let_pass() -> None:
     # that passed (three at once on d04f12a's library, with a slot
     # reserved ahead per worker).
     assert _starts_after_a_held_loop(6, 0.0101) == [0.0, 10.5, 10.5, 11.0, 11.5, 12.0]
+
+
+def test_jobs_spawned_after_a_late_timer_get_no_slot_that_passed_before_them() -> None:
+    # Two jobs at 2,000 starts a second on Trio's fake clock: the second's
+    # worker sleeps for the slot at 0.5 ms and, the clock jumped by 1.1 ms
+    # at 0.4 ms, wakes at 1.5 ms, a millisecond late.  The executor then
+    # idles, and four jobs spawned at 1.8 ms find the slots at 1.0 and
+    # 1.5 ms passed, but no job was queued when they did: the first starts
+    # at once and the others one interval apart.  On e6f027d's library the
+    # late timer's catch-up outlived the idle spell: 1.8, 1.8, 2.0, 2.5.
+    assert _starts_after_a_held_loop(2, 0.0011, 4, 0.0018) == [
+        0.0,
+        1.5,
+        1.8,
+        2.3,
+        2.8,
+        3.3,
+    ]
