@@ -13,7 +13,9 @@
 # with the same arguments, checks and result.
 #
 # Invariant: nothing but the run-time subscript changes; type checkers see
-# the decorator as the identity.
+# the decorator as the identity.  The drop-in ``create_memory_object_stream``
+# takes any subscript, as anyio's (a ``tuple`` subclass, whose subscript
+# checks nothing) does; the library's own factories take one item type.
 
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ from typing import Any, TypeVar
 
 C = TypeVar("C", bound=type)
 
-__all__ = ["subscript_calls_new"]
+__all__ = ["any_subscript_calls_new", "subscript_calls_new"]
 
 
 def subscript_calls_new(cls: C) -> C:
@@ -31,11 +33,22 @@ def subscript_calls_new(cls: C) -> C:
     ``cls`` takes exactly one type argument; a subscript with another number
     raises ``TypeError``, as ``Generic``'s does.
     """
+    return _calls_new(cls, one_type=True)
+
+
+def any_subscript_calls_new(cls: C) -> C:
+    """Make ``cls[...]`` return ``cls.__new__`` bound to ``cls``, whatever
+    is in the brackets: the subscript of anyio's ``tuple`` subclass checks
+    nothing, and a drop-in for it must raise no error it does not."""
+    return _calls_new(cls, one_type=False)
+
+
+def _calls_new(cls: C, *, one_type: bool) -> C:
     new = MethodType(cls.__new__, cls)
     name = f"{cls.__module__}.{cls.__qualname__}"
 
     def __class_getitem__(cls_: type, params: Any) -> MethodType:
-        if type(params) is tuple and len(params) != 1:
+        if one_type and type(params) is tuple and len(params) != 1:
             raise TypeError(f"{name}[...] takes one item type, got {len(params)}")
         return new
 

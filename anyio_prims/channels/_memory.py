@@ -43,7 +43,7 @@ import anyio.streams.memory
 from anyio.streams.memory import MemoryObjectStreamStatistics
 
 from ._endpoints import ReceiveEndpoint, SendEndpoint, open_channel
-from ._factory import subscript_calls_new
+from ._factory import any_subscript_calls_new
 from ._state import ChannelState
 
 T_Item = TypeVar("T_Item")
@@ -137,7 +137,7 @@ anyio.streams.memory.MemoryObjectSendStream.register(MemoryObjectSendStream)
 anyio.streams.memory.MemoryObjectReceiveStream.register(MemoryObjectReceiveStream)
 
 
-@subscript_calls_new
+@any_subscript_calls_new
 class create_memory_object_stream(
     tuple[MemoryObjectSendStream[T_Item], MemoryObjectReceiveStream[T_Item]],
 ):

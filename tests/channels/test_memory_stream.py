@@ -499,3 +499,18 @@ def test_the_module_exports_anyios_names() -> None:
         "MemoryObjectStreamStatistics",
         "create_memory_object_stream",
     }
+
+
+@pytest.mark.parametrize("params", [(int, str), (), (int, str, bytes), 5])
+def test_the_subscript_takes_whatever_anyio_takes(params: Any) -> None:
+    # anyio's factory is a tuple subclass, whose subscript checks nothing;
+    # switching to the drop-in must raise no error that anyio's does not.
+    for factory in (
+        anyio.create_memory_object_stream[params],
+        create_memory_object_stream[params],
+    ):
+        tx, rx = factory(1)
+        tx.send_nowait("x")
+        assert rx.receive_nowait() == "x"
+        tx.close()
+        rx.close()
