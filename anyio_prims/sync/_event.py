@@ -170,7 +170,8 @@ class Condition(CopiedWhole):
     Condition.  In a subclass that overrides :meth:`acquire` or
     :meth:`release`, ``async with`` and :meth:`wait` call the overrides,
     as AnyIO's Condition does (decided from the class when the Condition
-    is made: a method patched in later is not called there).
+    is made: a method patched onto ``Condition`` itself, before or after,
+    is not called there).
     """
 
     __slots__ = ("__weakref__", "_lock", "_through_methods", "_waiters")
