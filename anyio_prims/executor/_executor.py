@@ -1205,11 +1205,12 @@ class Executor:
     def _send_idle(self) -> bool:
         # Under a rate limit, with jobs queued and no worker waiting for a
         # slot: wake the idle worker that parked last to take the queue's
-        # head and wait for its slot.  It is sent, not handed a job, so
-        # that whichever worker runs first takes the head: a busy worker
-        # that finishes its job meanwhile takes it, and the sent one the
-        # next, and the slots go in queue order.  It counts as waiting for
-        # a slot from now.  False if no idle worker is live after all.
+        # head and wait for its slot.  It is sent, not handed a job: it takes
+        # the head when it runs, and reserves that job's slot as it takes it,
+        # so the slots go in the order the jobs leave the queue.  It counts
+        # as waiting for a slot from now, so a busy worker that finishes its
+        # job meanwhile goes idle rather than take one.  False if no idle
+        # worker is live after all.
         worker = self._idle.take_tail(_TAKE_NEXT)
         if worker is None:
             return False

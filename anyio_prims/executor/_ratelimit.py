@@ -36,12 +36,15 @@
 # the slots after a late timer, as they would with the slots reserved
 # before it.  Up to ``1 + _MAX_LATE * per_second`` jobs may start at once,
 # and a window of any length may hold ``_MAX_LATE * per_second`` starts
-# more than its share.  Only a job that waited for a slot gets it late: a
-# slot that passed before the job was queued (``queued_at``) is not given
-# to it, so a burst spawned after the executor went idle starts one job at
-# once and spaces the rest, however recently a timer was late (``_late``
-# is kept until the next sleep ends).  A Trio ``MockClock`` is late only
-# when a test jumps it.
+# more than its share, but for a loop held up for longer: the job whose
+# slot passed while it was held starts when it runs again, and the next
+# slot, which keeps its time, may have come by then too (two at once, at
+# any rate, as with aiometer's limiter).  Only a job that waited for a
+# slot gets it late: a slot that passed before the job was queued
+# (``queued_at``) is not given to it, so a burst spawned after the executor
+# went idle starts one job at once and spaces the rest, however recently a
+# timer was late (``_late`` is kept until the next sleep ends).  A Trio
+# ``MockClock`` is late only when a test jumps it.
 #
 # The clock is AnyIO's (``anyio.current_time`` / ``anyio.sleep``), so a
 # backend's fake clock (Trio's ``MockClock``) drives it in tests.
