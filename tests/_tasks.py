@@ -235,10 +235,10 @@ def cancel_as_slot_sleep_ends(
     real_wait = RateLimiter.wait
     waits = 0
 
-    async def wait(self: RateLimiter, job: object, queued_at: float) -> None:
+    async def wait(self: RateLimiter, job: object) -> None:
         nonlocal waits
         waits += 1
-        await real_wait(self, job, queued_at)
+        await real_wait(self, job)
         if waits == nth:
             assert cancel()
 

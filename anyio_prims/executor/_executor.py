@@ -327,9 +327,8 @@ class Executor:
     :param fail_fast: at the first job that raises, cancel every other job
         and the block's body, as a task group does
     :param max_per_second: space job starts evenly, at most this many per
-        second (``None``: no limit; after a late timer the jobs that were
-        queued catch up, by 2 ms of slots at most: see the guide's "Rate
-        limit")
+        second (``None``: no limit; after a late timer the starts catch up,
+        by 2 ms of slots at most: see the guide's "Rate limit")
     :param max_queued: how many jobs may wait in the queue before
         :meth:`submit` blocks (``None``: it never blocks); :meth:`spawn`
         ignores it
@@ -709,11 +708,6 @@ class Executor:
                 job._state = HANDED
                 worker.wake()
                 return job
-        if self._limiter is not None:
-            # When the job was queued: the rate limiter gives it no slot
-            # that passed before then (_ratelimit.py, "Late timers").  In
-            # _value, unused until the job settles (_handle.py).
-            job._value = anyio.current_time()
         self._queue.append(job)
         if not self._starting and not self._slot_waits:
             # self._serve_queue(), written out: once per job queued.
@@ -761,10 +755,6 @@ class Executor:
             handed.append(worker)
         i = len(handed)
         if i < len(jobs):
-            if self._limiter is not None:  # then i == 0; as in spawn()
-                now = anyio.current_time()
-                for job in jobs:
-                    job._value = now
             self._queue.extend(jobs[i:] if i else jobs)
             self._serve_queue()
         for worker in handed:
@@ -1104,7 +1094,7 @@ class Executor:
                         # _slot_waits counts it since it took the job.
                         job._scope = scope
                         try:
-                            await limiter.wait(job, job._value)
+                            await limiter.wait(job)
                         except BaseException:
                             if job._state == HANDED:
                                 self._settle(job, CANCELLED, None)

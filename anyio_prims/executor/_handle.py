@@ -33,8 +33,6 @@
 #
 # Settling is done by the executor (``Executor._settle``), which also counts
 # the job out of its pending total; the handle only reads the outcome.
-# Until then ``_value`` is None, but under a rate limit, where it holds the
-# time the job was queued (``Executor.spawn``): no field more per job.
 from __future__ import annotations
 
 from collections.abc import Callable, Generator

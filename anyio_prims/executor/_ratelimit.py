@@ -39,12 +39,16 @@
 # more than its share, but for a loop held up for longer: the job whose
 # slot passed while it was held starts when it runs again, and the next
 # slot, which keeps its time, may have come by then too (two at once, at
-# any rate, as with aiometer's limiter).  Only a job that waited for a
-# slot gets it late: a slot that passed before the job was queued
-# (``queued_at``) is not given to it, so a burst spawned after the executor
-# went idle starts one job at once and spaces the rest, however recently a
-# timer was late (``_late`` is kept until the next sleep ends).  A Trio
-# ``MockClock`` is late only when a test jumps it.
+# any rate, as with aiometer's limiter).  ``_late`` is kept until the next
+# sleep ends, so a burst spawned within ``_late`` after the last slot,
+# after the executor went idle, gets the slots that passed too, though no
+# job asked for them then.  A slot given late only to a job queued before
+# it would drop that, but it starves producers held back by backpressure:
+# a job submitted with ``max_queued=1`` (or mapped with a window of two)
+# is queued only as the one before it leaves the queue, after the late
+# timer, and such starts fell to 46-49% of 5,000 a second (tried in
+# 7e10b6f, and undone).  A rule by demand would count the producers that
+# wait too.  A Trio ``MockClock`` is late only when a test jumps it.
 #
 # The clock is AnyIO's (``anyio.current_time`` / ``anyio.sleep``), so a
 # backend's fake clock (Trio's ``MockClock``) drives it in tests.
@@ -78,10 +82,8 @@ class RateLimiter:
         #: how late the last sleep for a slot ended (at most _MAX_LATE)
         self._late = 0.0
 
-    async def wait(self, job: object, queued_at: float = -math.inf) -> None:
-        """Sleep until the start time of ``job`` (a key of the caller's),
-        which was queued at ``queued_at`` (on AnyIO's clock; by default,
-        before any slot).
+    async def wait(self, job: object) -> None:
+        """Sleep until the start time of ``job`` (a key of the caller's).
 
         A checkpoint only if it sleeps.  Cancelled while it sleeps, it gives
         its slot back (:meth:`give_back`), unless that was done already.
@@ -89,10 +91,10 @@ class RateLimiter:
         now = anyio.current_time()
         before = self._tat
         # The next slot, or now if it has passed; but a slot that passed
-        # within as long as the last sleep overslept, and after the job was
-        # queued, is still given: it passed while the job waited behind a
-        # late timer (see the module's comment, "Late timers").
-        start = before if before > now - self._late and before >= queued_at else now
+        # within as long as the last sleep overslept is still given: it
+        # passed while that sleeper's timer was late (see the module's
+        # comment, "Late timers").
+        start = before if before > now - self._late else now
         self._tat = end = start + self._interval
         if start <= now:
             if self._freed:
