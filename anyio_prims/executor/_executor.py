@@ -1199,8 +1199,10 @@ class Executor:
         # the head when it runs, and reserves that job's slot as it takes it,
         # so the slots go in the order the jobs leave the queue.  It counts
         # as waiting for a slot from now, so a busy worker that finishes its
-        # job meanwhile goes idle rather than take one.  False if no idle
-        # worker is live after all.
+        # job meanwhile goes idle rather than take one (but while the sent
+        # worker takes a due budget checkpoint on its way, once in 64 runs:
+        # then either may take the head, and the other goes idle).  False
+        # if no idle worker is live after all.
         worker = self._idle.take_tail(_TAKE_NEXT)
         if worker is None:
             return False
