@@ -36,19 +36,19 @@
 # the slots after a late timer, as they would with the slots reserved
 # before it.  Up to ``1 + _MAX_LATE * per_second`` jobs may start at once,
 # and a window of any length may hold ``_MAX_LATE * per_second`` starts
-# more than its share, but for a loop held up for longer: the job whose
-# slot passed while it was held starts when it runs again, and the next
-# slot, which keeps its time, may have come by then too (two at once, at
-# any rate, as with aiometer's limiter).  ``_late`` is kept until the next
-# sleep ends, so a burst spawned within ``_late`` after the last slot,
-# after the executor went idle, gets the slots that passed too, though no
-# job asked for them then.  A slot given late only to a job queued before
-# it would drop that, but it starves producers held back by backpressure:
-# a job submitted with ``max_queued=1`` (or mapped with a window of two)
-# is queued only as the one before it leaves the queue, after the late
-# timer, and such starts fell to 46-49% of 5,000 a second (tried in
-# 7e10b6f, and undone).  A rule by demand would count the producers that
-# wait too.  A Trio ``MockClock`` is late only when a test jumps it.
+# more than its share, but for a loop held up for longer: the job whose slot
+# passed while it was held starts when it runs again, and the next slot,
+# which keeps its time, may have come by then too (two at once, whatever the
+# rate, as with aiometer's limiter).  ``_late`` is kept until the next sleep
+# ends, so a burst spawned within ``_late`` after the last slot, after the
+# executor went idle, gets the slots that passed too, though no job asked
+# for them then.  A slot given late only to a job queued before it would
+# drop that, but it starves producers held back by backpressure: a job
+# submitted with ``max_queued=1`` (or mapped with a window of two) is queued
+# only as the one before it leaves the queue, after the late timer, and such
+# starts fell to 46-49% of 5,000 a second (tried in 7e10b6f, and undone).  A
+# rule by demand would count the producers that wait too.  A Trio
+# ``MockClock`` is late only when a test jumps it.
 #
 # The clock is AnyIO's (``anyio.current_time`` / ``anyio.sleep``), so a
 # backend's fake clock (Trio's ``MockClock``) drives it in tests.

@@ -603,7 +603,7 @@ def test_a_loop_held_for_long_earns_no_burst_of_the_slots_it_let_pass() -> None:
     # from now, one interval apart, not with a burst of the twenty slots
     # that passed (three at once on d04f12a's library, with a slot
     # reserved ahead per worker).  Two start at once, the held job and the
-    # next, whose slot had passed too: as at any rate after a held loop
+    # next, whose slot had passed too: as at every rate after a held loop
     # (the guide's "Late timers").
     assert _starts_after_a_held_loop(6, 0.0101) == [0.0, 10.5, 10.5, 11.0, 11.5, 12.0]
 
