@@ -233,10 +233,11 @@ class JoinHandle(Generic[T]):
             scope = self._scope
             self._executor._settle(self, CANCELLED, None)  # its worker skips it
             if scope is not None:
-                # Its worker sleeps for the job's start slot (max_per_second):
-                # free the slot now, for the next job (its worker may run
-                # before this one does), and wake the worker, for the next
-                # job or the block's exit.
+                # Its worker sleeps for the job's start slot (max_per_second),
+                # or its sleep has just ended and it has not run since: free
+                # the slot now, for the next job, which that worker takes
+                # when it runs (no other worker takes a job meanwhile), and
+                # wake the worker, for the next job or the block's exit.
                 limiter = self._executor._limiter
                 if limiter is not None:
                     limiter.give_back(self)

@@ -5,24 +5,20 @@
 # (but see "Late timers") and pushes ``_tat`` one interval past it, so the
 # slots are spaced evenly, ``1 / per_second`` apart, with no burst beyond
 # one but the catch-up after a late timer.  The reservation is made before
-# sleeping, so several workers asking at once each get their own slot, in
-# the order they asked.  A reservation whose
-# job is cancelled while its worker sleeps (or whose worker is cancelled
-# with the whole executor) is given back if it is still the last one made;
-# one with later reservations behind it is kept in ``_freed`` (its end ->
-# the time reserved before it), since the later ones keep their times, and
-# is given back with them if they all are: a map closed with a window of
-# jobs waiting for their slots cancels them in input order, first slot
-# first, and the next job then starts on the first slot, not after all of
-# them.  A freed slot that has passed can free little more (a time in the
-# past is as good as now, but for the catch-up below: dropping it gives
-# fewer starts, never more), so ``_freed`` is cleared once every reserved
-# slot is past, and pruned of the passed ones whenever it has doubled.
-# A job's cancel() gives it back at once (give_back()), not when its worker
-# next runs: on Trio the worker that takes the next job may run first, and
-# would reserve the slot after the free one.  So that each reservation is
-# given back once at most, ``_sleeping`` holds it, by job, while its worker
-# sleeps.
+# sleeping, so several waits made at once would each get their own slot, in
+# the order they asked; the executor makes one at a time (one worker at a
+# time waits for a slot: ``Executor._slot_waits``).  A reservation whose job
+# is cancelled while its worker sleeps (or whose worker is cancelled with
+# the whole executor) is given back: ``_tat`` returns to where it was before
+# it, so the next wait gets that slot.  Only the last reservation made can
+# be given back so; one with a later reservation behind it (made by waits
+# that overlap, which the executor does not make) stays unused, since the
+# later one keeps its time.  A job's cancel() gives its reservation back at
+# once (give_back()), not when its worker next runs, so a slot whose sleep
+# ended as the job was cancelled, before its worker ran, is freed too; the
+# wait, cancelled, then gives back nothing.  So that each reservation is
+# given back once at most, ``_sleeping`` holds it, by job, until its worker
+# runs after the sleep.
 #
 # Late timers.  A slot that has passed is not given (``max(_tat, now)``): the
 # time nobody asked for is gone.  But a worker that sleeps for its slot may
@@ -67,7 +63,7 @@ _MAX_LATE = 0.002
 class RateLimiter:
     """Spaces calls to :meth:`wait` at least ``1 / per_second`` apart."""
 
-    __slots__ = ("_freed", "_interval", "_late", "_prune_at", "_sleeping", "_tat")
+    __slots__ = ("_interval", "_late", "_sleeping", "_tat")
 
     def __init__(self, per_second: float) -> None:
         self._interval = 1.0 / per_second
@@ -75,10 +71,6 @@ class RateLimiter:
         #: job -> (the time reserved before its slot, its slot's end), for
         #: each job whose worker sleeps for its slot
         self._sleeping: dict[object, tuple[float, float]] = {}
-        #: end -> the time reserved before it, for each slot given back
-        #: while later ones were still reserved
-        self._freed: dict[float, float] = {}
-        self._prune_at = 32  # the size of _freed that prunes it
         #: how late the last sleep for a slot ended (at most _MAX_LATE)
         self._late = 0.0
 
@@ -97,8 +89,6 @@ class RateLimiter:
         start = before if before > now - self._late else now
         self._tat = end = start + self._interval
         if start <= now:
-            if self._freed:
-                self._freed.clear()  # every slot reserved before is past
             return
         sleeping = self._sleeping
         sleeping[job] = (before, end)
@@ -123,24 +113,10 @@ class RateLimiter:
         sleeping.pop(job, None)  # gone if the job was cancelled meanwhile
 
     def give_back(self, job: object) -> None:
-        """Free the slot that ``job``'s worker sleeps for, with every slot
-        given back before it that it was the last one reserved after; a slot
-        with later ones still reserved is freed when they all are.  Once per
+        """Free the slot that ``job``'s worker sleeps for, if it is the last
+        one reserved (with a later one reserved, it stays unused).  Once per
         reservation: nothing if ``job``'s worker does not sleep for a slot,
         or it was given back already."""
         reservation = self._sleeping.pop(job, None)
-        if reservation is None:
-            return
-        before, end = reservation
-        freed = self._freed
-        if self._tat != end:
-            freed[end] = before
-            if len(freed) >= self._prune_at:
-                now = anyio.current_time()
-                for passed in [e for e in freed if e <= now]:
-                    del freed[passed]
-                self._prune_at = max(32, 2 * len(freed))
-            return
-        while before in freed:
-            before = freed.pop(before)
-        self._tat = before
+        if reservation is not None and self._tat == reservation[1]:
+            self._tat = reservation[0]
