@@ -531,9 +531,9 @@ async def test_a_fail_fast_executor_leaves_no_reference_cycle() -> None:
 
 
 async def test_fail_fast_cancelling_rate_limited_workers_leaves_no_cycle() -> None:
-    # As above, with the cancelled workers asleep for their jobs' start
-    # slots (max_per_second): the rate limiter's frame, in their
-    # CancelledError's traceback, keeps the job, which must then not keep
+    # As above, with a cancelled worker asleep for its job's start slot
+    # (max_per_second; one at a time waits): the rate limiter's frame, in
+    # its CancelledError's traceback, keeps the job, which must then not keep
     # the worker's cancel scope (on 3.10 with AnyIO 4.6.0 the scope keeps
     # the task, which keeps that traceback).
     async def block() -> None:

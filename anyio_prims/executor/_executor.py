@@ -460,9 +460,12 @@ class Executor:
         self._nworkers = 0
         self._starting = False
         #: 1 while a worker waits for a rate limit slot, else 0 (always 0
-        #: without max_per_second): from when it takes a job off the queue,
-        #: or is sent for one (_send_idle), until it runs again after the
-        #: wait (or finds nothing to take).  One at a time: see "Rate limit".
+        #: without max_per_second): from when it takes a job off the queue
+        #: until it runs again after the wait; and for a worker sent for
+        #: the queue's head (_send_idle), from the send until it runs (it
+        #: is counted again as it takes the head, past a due budget
+        #: checkpoint, where another worker may take it instead).  One at a
+        #: time: see "Rate limit".
         self._slot_waits = 0
         self._pending = 0
         #: Failed jobs whose error nobody has retrieved yet (in failure

@@ -195,6 +195,45 @@ def test_a_slot_given_back_before_its_waiter_resumes_goes_to_the_next_wait() -> 
     assert [round(t, 9) for t in starts] == [1.0, 2.0]
 
 
+def test_a_cancel_after_the_slot_came_and_before_its_worker_ran_frees_it() -> None:
+    # The body wakes at the same deadline as the worker's sleep for the
+    # second job's slot; Trio runs the two in a random order.  Where the
+    # body runs first, the worker has been woken but has not run: its job
+    # is cancelled there, and cancel() frees the slot at once, so the next
+    # job starts on it, not one interval later (as it did with the slot
+    # left to the worker, which found its sleep ended and did not give the
+    # slot back).
+    trio = pytest.importorskip("trio")
+    from trio.testing import MockClock
+
+    async def once() -> tuple[bool, float]:
+        t0 = trio.current_time()
+        starts: dict[int, float] = {}
+
+        async def job(i: int) -> None:
+            starts[i] = trio.current_time() - t0
+
+        async with Executor(max_per_second=1.0) as ex:  # t0, t0 + 1, ...
+            ex.spawn(job, 0)
+            second = ex.spawn(job, 1)  # its worker sleeps for t0 + 1
+            await trio.sleep(1.0)
+            second.cancel()
+            ex.spawn(job, 2)
+        return 1 in starts, starts[2]
+
+    async def main() -> list[tuple[bool, float]]:
+        return [await once() for _ in range(30)]
+
+    # trio.run, not anyio.run (see above).
+    runs = trio.run(main, clock=MockClock(autojump_threshold=0))
+    cancelled_in_between = [start for ran, start in runs if not ran]
+    assert cancelled_in_between  # 30 runs: each order comes about half the time
+    assert [round(s, 9) for s in cancelled_in_between] == [1.0] * len(
+        cancelled_in_between
+    )
+    assert all(round(start, 9) == 2.0 for ran, start in runs if ran)
+
+
 @pytest.mark.parametrize("backend", ["asyncio", "trio"])
 def test_a_job_cancelled_while_waiting_for_its_slot_frees_it_for_the_next_job(
     backend: str,
@@ -410,7 +449,7 @@ async def test_idle_workers_take_one_job_at_a_time_under_a_rate_limit(
     # (where max_queued counts them), not one handed to each idle worker, to
     # wait for a later slot outside the queue (d04f12a's library handed
     # eight and queued two).  As each job starts, an idle worker is sent
-    # for the next if no worker has taken it: every job runs, on the
+    # for the next: every job runs, on the
     # workers there are.  (The order of the starts is the next test's: on
     # the real clock, Trio may run two tasks whose sleeps ended in one
     # tick in either order.)
@@ -506,10 +545,9 @@ def test_idle_workers_sent_for_queued_jobs_start_them_in_order_on_exact_slots() 
     # Sending an idle worker for the next queued job as a job starts loses
     # no time: it reserves the slot right after, as it would have when
     # handed the job at its spawn.  And the jobs take their slots in queue
-    # order: the worker whose job was a no-op takes the next job before the
-    # worker sent for it runs, and the sent one takes the one after (a job
-    # handed to the sent worker would start after the one the busy worker
-    # took).
+    # order: the worker whose job was a no-op goes idle (the sent worker
+    # counts as waiting for a slot), and the sent one takes the next job
+    # off the queue when it runs.
     trio = pytest.importorskip("trio")
     from trio.testing import MockClock
 
