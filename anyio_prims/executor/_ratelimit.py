@@ -14,11 +14,12 @@
 # be given back so; one with a later reservation behind it (made by waits
 # that overlap, which the executor does not make) stays unused, since the
 # later one keeps its time.  A job's cancel() gives its reservation back at
-# once (give_back()), not when its worker next runs, so a slot whose sleep
-# ended as the job was cancelled, before its worker ran, is freed too; the
-# wait, cancelled, then gives back nothing.  So that each reservation is
-# given back once at most, ``_sleeping`` holds it, by job, until its worker
-# runs after the sleep.
+# once (give_back()), not only the wait as its cancellation is raised: a
+# cancel that lands after the sleep's timer fired and before the worker ran
+# raises nothing there on asyncio (AnyIO's scope does not cancel a task
+# whose wait has ended), and the wait returns as if the job were due.  So
+# that each reservation is given back once at most, ``_sleeping`` holds it,
+# by job, until its worker runs after the sleep.
 #
 # Late timers.  A slot that has passed is not given (``max(_tat, now)``): the
 # time nobody asked for is gone.  But a worker that sleeps for its slot may
