@@ -351,7 +351,7 @@ def test_clients_that_give_up_on_their_jobs_leave_the_rate_in_full_use() -> None
     # cancelled job gives back goes to the next job, so the starts use the
     # whole rate: 60 in 3 s at 20 a second (43-49 on 4ce942a's library, where
     # several workers slept for slots at once and a slot given back with
-    # later ones reserved stayed unused).
+    # later ones reserved stayed unused until they all were given back).
     trio = pytest.importorskip("trio")
     from trio.testing import MockClock
 
