@@ -236,7 +236,8 @@ class JoinHandle(Generic[T]):
                 # Its worker sleeps for the job's start slot (max_per_second),
                 # or its sleep has just ended and it has not run since: free
                 # the slot now, for the next job, which that worker takes
-                # when it runs (no other worker takes a job meanwhile), and
+                # when it runs (no other worker takes a job before then; past
+                # a due budget checkpoint of that worker's, another may), and
                 # wake the worker, for the next job or the block's exit.
                 limiter = self._executor._limiter
                 if limiter is not None:

@@ -62,8 +62,8 @@ _MAX_LATE = 0.002
 
 
 class RateLimiter:
-    """Spaces calls to :meth:`wait` ``1 / per_second`` apart, but for the
-    catch-up after a late timer (see the module's comment)."""
+    """Spaces calls to :meth:`wait` at least ``1 / per_second`` apart, but
+    for the catch-up after a late timer (see the module's comment)."""
 
     __slots__ = ("_interval", "_late", "_sleeping", "_tat")
 

@@ -220,15 +220,15 @@ async def _cancel_the_second_job_and_spawn_a_third(
 
 @pytest.mark.anyio
 async def test_a_cancel_landing_as_the_worker_wakes_for_its_slot_frees_it() -> None:
-    # The body wakes 0.2 ms before the second job's slot, on asyncio in the
-    # same turn of the loop as the worker's timer (the loop waits in whole
-    # milliseconds), and cancels the job there: the worker's sleep has
-    # ended, so AnyIO's scope does not cancel its task, and its wait returns
-    # as if the job were due.  cancel() gives the slot back itself, so the
-    # next job starts on it, not one interval later (0.2 s in each such run
-    # with cancel() leaving the slot to the worker's wait).  On uvloop and
-    # Trio the body mostly runs before or after the worker; every run must
-    # start the next job on the slot.
+    # The body wakes 0.2 ms before the second job's slot, on asyncio and
+    # uvloop mostly in the same turn of the loop as the worker's timer (the
+    # loops wait in whole milliseconds), and cancels the job there: the
+    # worker's sleep has ended, so AnyIO's scope does not cancel its task,
+    # and its wait returns as if the job were due.  cancel() gives the slot
+    # back itself, so the next job starts on it, not one interval later
+    # (0.2 s in each such run with cancel() leaving the slot to the worker's
+    # wait).  On Trio the cancellation reaches the sleep, or the second job
+    # runs first.  Every run must start the next job on the slot.
     runs = [
         await _cancel_the_second_job_and_spawn_a_third(10.0, 0.1 - 2e-4)
         for _ in range(10)
